@@ -1,0 +1,159 @@
+"""Verify, then time: build a kernel, check it against the numpy reference, and only then measure it.
+
+TVM kernels are timed with ``time_evaluator`` (one launch per repeat, CUDA events, L2 flushed before each
+repeat by ``f_preproc``); torch/cuBLAS baselines with CUDA events under the same rules, in the same run.
+A kernel whose output does not match raises AssertionError and gets no number.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import tvm
+from tvm import s_tir
+
+from tirbench.machine import cpu_target, cuda_target, has_cuda_gpu
+from tirbench.workloads.base import Workload
+
+#: Name of the global function registered below; passed as ``f_preproc`` to ``time_evaluator``. (Older TVM
+#: shipped "l2_cache_flush_cuda"; the 0.27 wheel does not, so the harness registers its own.)
+L2_FLUSH_FUNC = "tirbench.l2_flush_cuda"
+#: Bytes written between timed repeats: several times the L2 of an H100 (50 MB) or H200 (60 MB).
+L2_FLUSH_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median and 20th/80th percentiles of per-launch times, in milliseconds."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    repeats: int
+
+    @classmethod
+    def from_seconds(cls, samples: Sequence[float]) -> "Timing":
+        ms = np.asarray(samples, dtype=np.float64) * 1e3
+        return cls(float(np.median(ms)), float(np.percentile(ms, 20)), float(np.percentile(ms, 80)), len(ms))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A verified kernel's timing, with the rates derived from its workload."""
+
+    workload: Workload
+    variant: str
+    provider: str
+    timing: Timing
+    trials: int = 0
+
+    @property
+    def gflops(self) -> float:
+        return self.workload.flops / (self.timing.median_ms * 1e-3) / 1e9
+
+    @property
+    def gbps(self) -> float:
+        return self.workload.bytes / (self.timing.median_ms * 1e-3) / 1e9
+
+    def summary(self) -> str:
+        t = self.timing
+        return (f"{self.variant:<22} {self.provider:<12} {self.workload.shape:>14}  {t.median_ms:9.4f} ms "
+                f"[{t.p20_ms:.4f}, {t.p80_ms:.4f}]  {self.gbps:8.1f} GB/s  {self.gflops:10.1f} GFLOP/s")
+
+
+def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target) -> tvm.runtime.Executable:
+    """``tvm.compile`` a schedule's module (or a module) for ``target``."""
+    mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
+    return tvm.compile(mod, target=target)
+
+
+def _poisoned_output(workload: Workload, dev: tvm.runtime.Device) -> tvm.runtime.Tensor:
+    """An output buffer pre-filled with NaN (floats) or a sentinel (ints), so unwritten elements fail the check."""
+    fill = np.nan if np.dtype(workload.out_dtype).kind == "f" else np.iinfo(workload.out_dtype).min
+    return tvm.runtime.tensor(np.full(workload.out_shape, fill, dtype=workload.out_dtype), dev)
+
+
+def check_output(workload: Workload, out: np.ndarray, ref: np.ndarray, *, what: str) -> None:
+    """``assert_allclose`` with the workload's tolerance; exact for integer outputs."""
+    if np.dtype(workload.out_dtype).kind in "iu":
+        np.testing.assert_array_equal(out, ref, err_msg=f"{what}: output differs from the reference")
+    else:
+        np.testing.assert_allclose(out, ref, **workload.tolerance, err_msg=f"{what}: output differs from the reference")
+
+
+def run_checked(workload: Workload, ex: tvm.runtime.Executable, dev: tvm.runtime.Device, *,
+                seed: int = 0, what: str = "kernel") -> list[tvm.runtime.Tensor]:
+    """Run ``ex`` once on fresh random inputs, check against the reference, return the device arguments."""
+    inputs = workload.make_inputs(np.random.default_rng(seed))
+    args = [tvm.runtime.tensor(x, dev) for x in inputs] + [_poisoned_output(workload, dev)]
+    ex["main"](*args)
+    dev.sync()
+    check_output(workload, args[-1].numpy(), workload.reference(*inputs), what=what)
+    return args
+
+
+@functools.cache
+def _register_l2_flush() -> str:
+    """Register ``L2_FLUSH_FUNC``: a TVM kernel that rewrites a 256 MiB device buffer (evicting L2)."""
+    dev = tvm.cuda(0)
+    n = L2_FLUSH_BYTES // 4
+    from tirbench.schedules.elementwise import bind_threads
+    from tirbench.workloads.elementwise import vector_add
+
+    sch = bind_threads(s_tir.Schedule(vector_add(n).mod), threads=256, vector=4)
+    ex = build(sch, cuda_target())
+    bufs = [tvm.runtime.empty((n,), "float32", dev) for _ in range(3)]
+
+    @tvm.register_global_func(L2_FLUSH_FUNC, override=True)
+    def _flush(*_args):  # called by time_evaluator with the timed function's arguments; ignores them
+        ex["main"](*bufs)
+
+    return L2_FLUSH_FUNC
+
+
+def time_executable(ex: tvm.runtime.Executable, dev: tvm.runtime.Device, args: Sequence[tvm.runtime.Tensor], *,
+                    repeats: int) -> Timing:
+    """Per-launch times of ``ex['main'](*args)``: one launch per repeat, L2 flushed before each (CUDA)."""
+    flush = _register_l2_flush() if dev.dlpack_device_type() == tvm.cuda(0).dlpack_device_type() else ""
+    evaluator = ex.mod.time_evaluator("main", dev, number=1, repeat=repeats, min_repeat_ms=0, f_preproc=flush)
+    return Timing.from_seconds(evaluator(*args).results)
+
+
+def verify_then_time(workload: Workload, kernel: s_tir.Schedule | tvm.IRModule, *, variant: str,
+                     repeats: int = 100, provider: str = "tvm", trials: int = 0, seed: int = 0,
+                     target: tvm.target.Target | None = None) -> Measurement:
+    """Build for the GPU (or ``target``), verify against the reference, then time. Raises on a wrong result."""
+    if target is None:
+        target = cuda_target() if has_cuda_gpu() else cpu_target()
+    dev = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    ex = build(kernel, target)
+    args = run_checked(workload, ex, dev, seed=seed, what=f"{variant} ({provider})")
+    return Measurement(workload, variant, provider, time_executable(ex, dev, args, repeats=repeats), trials)
+
+
+def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, variant: str, provider: str,
+                           repeats: int = 100, seed: int = 0) -> Measurement:
+    """The vendor baseline by the same rules: ``fn(*torch_inputs) -> torch output`` checked, then timed
+    with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each (L2 flush)."""
+    import torch
+
+    inputs = workload.make_inputs(np.random.default_rng(seed))
+    tensors = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in inputs]
+    out = fn(*tensors)
+    torch.cuda.synchronize()
+    check_output(workload, out.cpu().numpy(), workload.reference(*inputs), what=f"{variant} ({provider})")
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    for _ in range(3):
+        fn(*tensors)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for start, end in zip(starts, ends):
+        flush.add_(1.0)
+        start.record()
+        fn(*tensors)
+        end.record()
+    torch.cuda.synchronize()
+    seconds = [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+    return Measurement(workload, variant, provider, Timing.from_seconds(seconds))

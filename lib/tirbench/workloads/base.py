@@ -1,0 +1,52 @@
+"""The Workload record shared by every notebook."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import tvm
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One problem instance: ``mod`` computes ``reference(*make_inputs(rng))`` into its last argument.
+
+    ``flops`` and ``bytes`` are the useful work: arithmetic done and the fewest bytes that must move
+    through device memory (each input read once, each output written once).
+    """
+
+    name: str
+    sizes: dict[str, int]
+    dtype: str
+    mod: tvm.IRModule
+    make_inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    reference: Callable[..., np.ndarray]
+    out_shape: tuple[int, ...]
+    out_dtype: str
+    flops: int
+    bytes: int
+    tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
+
+    @property
+    def shape(self) -> str:
+        """Sizes joined by 'x', the ``shape`` column of the results CSV."""
+        return "x".join(str(v) for v in self.sizes.values())
+
+
+def check_dtype(dtype: str, allowed: Sequence[str]) -> None:
+    """One-line ValueError for a dtype a workload does not support."""
+    if dtype not in allowed:
+        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(allowed)}")
+
+
+def check_positive(**sizes: int) -> None:
+    """One-line ValueError for a size that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Standard-normal data in ``dtype`` (never zeros: they hide unwritten outputs)."""
+    return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
