@@ -15,7 +15,7 @@ def bind_threads(sch: s_tir.Schedule, *, block: str = "C", threads: int = 256, v
     require_threads(threads)
     blk = sch.get_sblock(block)
     (loop,) = sch.get_loops(blk)
-    itemsize = np.dtype(sch.get(blk).writes[0].buffer.dtype).itemsize
+    itemsize = np.dtype(sch.get(blk).writes[0].source.dtype).itemsize
     require_vector_bytes(vector, itemsize)
     require_divides(loop_extent(sch, loop), threads * vector, param="threads*vector", axis="n")
     if vector == 1:

@@ -1,0 +1,47 @@
+"""Without a GPU a run records nothing and plots recorded rows; the README table comes from the CSVs."""
+import pytest
+
+from tirbench import report
+from tirbench.machine import has_cuda_gpu, peak_for
+from tirbench.results import append_rows
+from tirbench.session import Session
+from test_results import row
+
+pytestmark = pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU behaviour")
+
+
+def make_root(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    return tmp_path
+
+
+def test_cpu_session_writes_nothing_and_shows_recorded_rows(tmp_path, capsys):
+    root = make_root(tmp_path)
+    csv = root / "results" / "01_vector_add" / "results.csv"
+    append_rows(csv, [row(), row(variant="a+b", provider="torch", gbps=4000.0)])
+    before = csv.read_bytes()
+    s = Session("01_vector_add", quick=True, root=root)
+    assert "No CUDA GPU found" in capsys.readouterr().out
+    assert s.commit() == 0 and csv.read_bytes() == before
+    assert len(s.frame()) == 2 and s.label().startswith("recorded on NVIDIA H200, 2026-11-21")
+    assert s.peak == peak_for("NVIDIA H200") and s.peak.hbm_tbps == 4.8
+    assert s.figure_path("x.png") == root / "build" / "cpu-run" / "01_vector_add" / "x.png"
+    assert Session("01_vector_add", save=False, root=root).figure_path("x.png") is None
+    with pytest.raises(RuntimeError, match="only on a CUDA GPU"):
+        s.record(None)
+
+
+def test_readme_table_is_generated_from_csv(tmp_path):
+    root = make_root(tmp_path)
+    append_rows(root / "results" / "01_vector_add" / "results.csv",
+                [row(variant="v2_float4", gbps=4200.0), row(variant="a+b", provider="torch", gbps=4000.0),
+                 row(variant="v2_float4", shape="1048576", gbps=900.0)])
+    readme = root / "README.md"
+    readme.write_text(f"intro\n{report.START}\nold\n{report.END}\noutro\n")
+    assert report.update_readme(readme, root)
+    text = readme.read_text()
+    assert "| 01_vector_add | vector_add | 67108864 | v2_float4 | tvm |" in text and "1.05x a+b" in text
+    assert "1048576 |" not in text and "old" not in text and text.endswith("outro\n")
+    assert "02_window_sum | | | | | | | | not run on a GPU yet" in text
+    assert not report.update_readme(readme, root)

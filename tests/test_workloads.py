@@ -1,0 +1,38 @@
+"""Workloads compute their numpy reference on llvm, and reject bad sizes and dtypes in one line."""
+import numpy as np
+import pytest
+import tvm
+
+from tirbench.harness import build, run_checked
+from tirbench.machine import cpu_target
+from tirbench.workloads import copy, vector_add, window_sum
+
+
+@pytest.mark.parametrize("make", [lambda: vector_add(1000), lambda: vector_add(4096, "float16"),
+                                  lambda: window_sum(1000, 3), lambda: window_sum(512, 7), lambda: copy(777)])
+def test_workload_matches_reference_on_llvm(make):
+    wl = make()
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=3)
+
+
+def test_reference_is_the_definition(rng):
+    a = rng.standard_normal(20, dtype=np.float32)
+    np.testing.assert_allclose(window_sum(16, 5).reference(a), [a[i:i + 5].sum() for i in range(16)], rtol=1e-6)
+
+
+def test_counts_and_shape():
+    wl = window_sum(1024, 3)
+    assert (wl.shape, wl.bytes, wl.flops) == ("1024x3", (1026 + 1024) * 4, 2048)
+    assert vector_add(2**26).shape == "67108864" and vector_add(8).bytes == 96
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: vector_add(0), "n must be a positive integer"),
+    (lambda: vector_add(16, "int8"), "unsupported dtype 'int8'"),
+    (lambda: window_sum(16, 0), "w must be a positive integer"),
+    (lambda: window_sum(16, 3, "float64"), "unsupported dtype 'float64'"),
+])
+def test_bad_input_is_one_clear_line(call, message):
+    with pytest.raises(ValueError, match=message) as err:
+        call()
+    assert "\n" not in str(err.value)
