@@ -17,11 +17,11 @@ endif
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 QUICK ?= False
 # GPU run: executed notebooks and reports are results; CPU run: they go to build/cpu-run (recorded ones stay).
-OUT = $(shell $(PY) -c "from tirbench.machine import has_cuda_gpu; print('results' if has_cuda_gpu() else 'build/cpu-run')")
+OUT_DIR_PY := from tirbench.machine import has_cuda_gpu; print('results' if has_cuda_gpu() else 'build/cpu-run')
 
 .PHONY: run-all test lab readme clean-cpu-run
 run-all: $(SETUP)
-	@out="$(OUT)"; mkdir -p "$$out/executed" "$$out/reports"; \
+	@out=$$($(PY) -c "$(OUT_DIR_PY)"); mkdir -p "$$out/executed" "$$out/reports"; \
 	for nb in $(NOTEBOOKS); do \
 	  stem=$$(basename "$$nb" .ipynb); echo "== $$stem -> $$out/executed/$$stem.ipynb"; \
 	  $(PY) -m papermill "$$nb" "$$out/executed/.$$stem.tmp.ipynb" --cwd notebooks -k python3 -p quick $(QUICK); \

@@ -26,11 +26,11 @@ def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
     fig, ax = plt.subplots(figsize=(9, 5))
     if kind == "line":
+        vendor_styles = iter([("black", "--", "s"), ("0.45", "-.", "^"), ("0.25", ":", "D"), ("0.6", "--", "v")])
         for (provider, variant), g in df.groupby(["provider", "variant"], sort=False):
             g = g.sort_values(x)
-            vendor = provider in VENDORS
-            ax.plot(g[x], g[y], marker="o", linestyle="--" if vendor else "-", color="black" if vendor else None,
-                    label=series_name(provider, variant))
+            color, style, marker = next(vendor_styles, ("black", "--", "s")) if provider in VENDORS else (None, "-", "o")
+            ax.plot(g[x], g[y], marker=marker, linestyle=style, color=color, label=series_name(provider, variant))
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(x)

@@ -52,6 +52,7 @@ def append_rows(path: Path, rows: Iterable[Mapping[str, object]]) -> int:
     writer.writerows({c: row[c] for c in COLUMNS} for row in rows)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be read by everyone
         with os.fdopen(fd, "w", newline="") as f:
             f.write(old + buf.getvalue())
             f.flush()
