@@ -63,10 +63,12 @@ class Measurement:
                 f"[{t.p20_ms:.4f}, {t.p80_ms:.4f}]  {self.gbps:8.1f} GB/s  {self.gflops:10.1f} GFLOP/s")
 
 
-def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target) -> tvm.runtime.Executable:
-    """``tvm.compile`` a schedule's module (or a module) for ``target``."""
+def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target,
+          pass_config: dict[str, object] | None = None) -> tvm.runtime.Executable:
+    """``tvm.compile`` a schedule's module (or a module) for ``target``, under ``pass_config`` if given."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
-    return tvm.compile(mod, target=target)
+    with tvm.transform.PassContext(config=pass_config or {}):
+        return tvm.compile(mod, target=target)
 
 
 def _poisoned_output(workload: Workload, dev: tvm.runtime.Device) -> tvm.runtime.Tensor:
@@ -123,12 +125,13 @@ def time_executable(ex: tvm.runtime.Executable, dev: tvm.runtime.Device, args: S
 
 def verify_then_time(workload: Workload, kernel: s_tir.Schedule | tvm.IRModule, *, variant: str,
                      repeats: int = 100, provider: str = "tvm", trials: int = 0, seed: int = 0,
-                     target: tvm.target.Target | None = None) -> Measurement:
+                     target: tvm.target.Target | None = None,
+                     pass_config: dict[str, object] | None = None) -> Measurement:
     """Build for the GPU (or ``target``), verify against the reference, then time. Raises on a wrong result."""
     if target is None:
         target = cuda_target() if has_cuda_gpu() else cpu_target()
     dev = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
-    ex = build(kernel, target)
+    ex = build(kernel, target, pass_config)
     args = run_checked(workload, ex, dev, seed=seed, what=f"{variant} ({provider})")
     return Measurement(workload, variant, provider, time_executable(ex, dev, args, repeats=repeats), trials)
 
@@ -143,7 +146,8 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
     tensors = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in inputs]
     out = fn(*tensors)
     torch.cuda.synchronize()
-    check_output(workload, out.cpu().numpy(), workload.reference(*inputs), what=f"{variant} ({provider})")
+    check_output(workload, out.cpu().numpy().astype(workload.out_dtype), workload.reference(*inputs),
+                 what=f"{variant} ({provider})")
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     for _ in range(3):
         fn(*tensors)
