@@ -1,0 +1,360 @@
+"""GEMM ladder: naive -> register tiles -> shared memory -> float4 -> pipeline -> warp tiles -> tensor cores.
+
+Every helper schedules the block "C" of ``tirbench.workloads.gemm`` (row-major A[M, K] @ B[K, N], float32 C)
+and checks its parameters first. The tensor-core helpers (v6, v7) need a float16 workload and import
+``tvm.s_tir.tensor_intrin.cuda`` on first use (~35 s). Variants with cp.async must be compiled inside
+``tvm.transform.PassContext(config=gemm_pass_config(name))``; without it their copies stay synchronous.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tvm import s_tir
+
+from tirbench.schedules.checks import loop_extent, require_divides, require_threads
+
+WARP = 32
+#: Static shared memory one block may use (the "nvidia/nvidia-h100" tag's max_shared_memory_per_block).
+MAX_SHARED_BYTES = 48 * 1024
+
+
+def _gemm_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, int, int, int]:
+    """Block "C" and the extents (m, n, k) of its loops."""
+    blk = sch.get_sblock("C")
+    m, n, k = (loop_extent(sch, loop) for loop in sch.get_loops(blk))
+    return blk, m, n, k
+
+
+def _require_multiple(value: int, unit: int, *, param: str) -> None:
+    if value % unit:
+        raise ValueError(f"{param}={value} must be a multiple of {unit}")
+
+
+def _require_stages(stages: int) -> None:
+    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 1:
+        raise ValueError(f"stages must be a positive integer, got {stages!r}")
+
+
+def _require_shared(nbytes: int, *, block_tile: tuple[int, int], tile_k: int, stages: int) -> None:
+    if nbytes > MAX_SHARED_BYTES:
+        raise ValueError(f"block_tile={block_tile}, tile_k={tile_k}, stages={stages} need {nbytes} bytes of shared "
+                         f"memory per block, more than {MAX_SHARED_BYTES}")
+
+
+def _require_fetch(rows: int, tile_k: int, threads: int, vector: int, *, operand: str) -> None:
+    """The cooperative fetch gives every thread the same number of ``vector``-wide copies."""
+    if rows * tile_k % (threads * vector):
+        raise ValueError(f"tile_k={tile_k}: the {operand} tile ({rows * tile_k} elements) is not a multiple of "
+                         f"{threads} threads x {vector}-element copies")
+
+
+def _padded(stride: int, factor: int, offset: int) -> int:
+    """The row stride ``storage_align(factor, offset)`` gives a row of ``stride`` elements."""
+    return stride + (offset - stride) % factor
+
+
+def gemm_v0_naive(sch: s_tir.Schedule, *, threads: tuple[int, int] = (16, 16)) -> s_tir.Schedule:
+    """One thread per output: a ``threads[0] x threads[1]`` block of threads covers a tile of C."""
+    blk, m, n, _ = _gemm_block(sch)
+    require_threads(threads[0] * threads[1], param="threads")
+    require_divides(m, threads[0], param="threads[0]", axis="m")
+    require_divides(n, threads[1], param="threads[1]", axis="n")
+    i, j, _k = sch.get_loops(blk)
+    by, ty = sch.split(i, factors=[None, threads[0]])
+    bx, tx = sch.split(j, factors=[None, threads[1]])
+    sch.reorder(by, bx, ty, tx)
+    sch.bind(by, "blockIdx.y")
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    return sch
+
+
+def gemm_v1_local(sch: s_tir.Schedule, *, thread_tile: tuple[int, int] = (8, 8), threads: tuple[int, int] = (8, 8),
+                  tile_k: int = 4) -> s_tir.Schedule:
+    """The MLC course's local blocking: each thread accumulates a ``thread_tile`` of C in registers."""
+    blk, m, n, k = _gemm_block(sch)
+    require_threads(threads[0] * threads[1], param="threads")
+    require_divides(m, threads[0] * thread_tile[0], param="threads[0]*thread_tile[0]", axis="m")
+    require_divides(n, threads[1] * thread_tile[1], param="threads[1]*thread_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    c_local = sch.cache_write(blk, 0, "local")
+    i, j, kk = sch.get_loops(blk)
+    i0, i1, i2 = sch.split(i, factors=[None, threads[0], thread_tile[0]])
+    j0, j1, j2 = sch.split(j, factors=[None, threads[1], thread_tile[1]])
+    k0, k1 = sch.split(kk, factors=[None, tile_k])
+    sch.unroll(k1)
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    sch.reverse_compute_at(c_local, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    sch.decompose_reduction(blk, k0)
+    return sch
+
+
+def _pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: bool,
+              ki: s_tir.LoopRV | None = None) -> None:
+    """Software-pipeline the k-tile loop ``ko`` (body: A copy, B copy, math) over ``stages`` shared buffers.
+
+    ``ki``: also pipeline the fragment loads inside a tile (body: A load, B load, math), one k step ahead;
+    ``ko``'s body then is [A copy, B copy, ki prologue, ki loop, ki epilogue].
+    """
+    body = [stages - 1]
+    if ki is not None:
+        sch.annotate(ki, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ki, "software_pipeline_order", [0, 1, 2])
+        body = body * 3
+    if stages > 1:
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, *body])
+        sch.annotate(ko, "software_pipeline_order", list(range(2 + len(body))))
+        if async_copy:
+            sch.annotate(ko, "software_pipeline_async_stages", [0])
+
+
+def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int] | None,
+          thread_tile: tuple[int, int], tile_k: int, vector: int = 1, fragments: bool = False,
+          stages: int = 1, async_copy: bool = False) -> s_tir.Schedule:
+    """Shared-memory tiled SIMT GEMM; v2..v5 switch its features on one by one.
+
+    Each thread accumulates a ``thread_tile`` of C in registers. Threads are laid out row-major over the block
+    tile, or (``warp_tile``) row-major over a warp tile, the warps row-major over the block. Each ``tile_k``
+    step stages an A and a B tile in shared memory, fetched cooperatively by all threads. ``vector=4``: float4
+    global loads and C stores; A stored transposed (k-major, so both operands are read as float4 along m/n)
+    with rows padded by 4 floats (for tile_k=8 the transposing stores are conflict-free; a multiple of 4 keeps
+    the float4 alignment, notes P10). ``fragments``: the
+    A/B values of one k go through registers. ``stages > 1``: multi-buffered shared tiles, the next tiles'
+    copies overlapping this tile's math; ``async_copy``: by cp.async (4-byte copies for the transposed A).
+    """
+    _, m, n, k = _gemm_block(sch)
+    (bm, bn), (tm, tn) = block_tile, thread_tile
+    wm, wn = warp_tile or block_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    if warp_tile is not None:
+        require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+        require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    within = "block_tile" if warp_tile is None else "warp_tile"
+    require_divides(wm, tm, param="thread_tile[0]", axis=f"{within}[0]")
+    require_divides(wn, tn, param="thread_tile[1]", axis=f"{within}[1]")
+    if warp_tile is not None and (lanes := (wm // tm) * (wn // tn)) != WARP:
+        raise ValueError(f"warp_tile={warp_tile} / thread_tile={thread_tile} gives {lanes} lanes, not {WARP}")
+    threads = bm * bn // (tm * tn)
+    require_threads(threads, param="block_tile/thread_tile")
+    _require_stages(stages)
+    if vector > 1:
+        _require_multiple(tm, vector, param="thread_tile[0]")
+        _require_multiple(tn, vector, param="thread_tile[1]")
+    _require_fetch(bm, tile_k, threads, vector, operand="A")
+    _require_fetch(bn, tile_k, threads, vector, operand="B")
+    a_rows = _padded(bm, 32, vector) if vector > 1 else bm
+    _require_shared(stages * tile_k * (a_rows + bn) * 4, block_tile=block_tile, tile_k=tile_k, stages=stages)
+
+    blk = sch.get_sblock("C")
+    i, j, kk = sch.get_loops(blk)
+    by, wy, ly, ti = sch.split(i, factors=[None, bm // wm, wm // tm, tm])
+    bx, wx, lx, tj = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
+    ko, ki = sch.split(kk, factors=[None, tile_k])
+    sch.reorder(by, bx, wy, wx, ly, lx, ko, ki, ti, tj)
+    sch.bind(sch.fuse(by, bx), "blockIdx.x")
+    tx = sch.fuse(wy, wx, ly, lx)
+    sch.bind(tx, "threadIdx.x")
+    c_local = sch.cache_write(blk, 0, "local")
+    sch.reverse_compute_at(c_local, tx)
+    for idx in (0, 1):
+        tile = sch.cache_read(blk, idx, "shared")
+        sch.compute_at(tile, ko)
+        vec = vector
+        if vector > 1 and idx == 0:
+            sch.transform_layout(tile, ("write", 0), lambda r, c: (c, r))
+            sch.storage_align(tile, 0, axis=0, factor=32, offset=vector)
+            vec = 1 if async_copy else vector  # cp.async needs a contiguous destination
+        fetch, t, v = sch.split(sch.fuse(*sch.get_loops(tile)[-2:]), factors=[None, threads, vec])
+        sch.bind(t, "threadIdx.x")
+        sch.vectorize(v)
+        sch.unroll(fetch)
+    if fragments:
+        for idx in (0, 1):
+            frag = sch.cache_read(blk, idx, "local")
+            sch.compute_at(frag, ki)
+            sch.vectorize(sch.split(sch.get_loops(frag)[-1], factors=[None, vector])[1])
+    sch.decompose_reduction(blk, ko)
+    for loop in (ki, ti, tj):
+        sch.unroll(loop)
+    sch.vectorize(sch.split(sch.get_loops(c_local)[-1], factors=[None, vector])[1])
+    _pipeline(sch, ko, stages, async_copy)
+    return sch
+
+
+def gemm_v2_shared(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                   thread_tile: tuple[int, int] = (8, 8), tile_k: int = 8) -> s_tir.Schedule:
+    """A and B tiles staged in shared memory by a cooperative (scalar) fetch; register accumulators."""
+    return _simt(sch, block_tile=block_tile, warp_tile=None, thread_tile=thread_tile, tile_k=tile_k)
+
+
+def gemm_v3_vectorized(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                       thread_tile: tuple[int, int] = (8, 8), tile_k: int = 8) -> s_tir.Schedule:
+    """v2 + float4 fetches and stores, a transposed A tile padded against bank conflicts, A/B fragments in
+    registers (float4 shared loads)."""
+    return _simt(sch, block_tile=block_tile, warp_tile=None, thread_tile=thread_tile, tile_k=tile_k,
+                 vector=4, fragments=True)
+
+
+def gemm_v4_pipelined(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                      thread_tile: tuple[int, int] = (8, 8), tile_k: int = 8, stages: int = 2,
+                      async_copy: bool = True) -> s_tir.Schedule:
+    """v3 + a ``stages``-deep software pipeline (double buffering by default) with cp.async copies."""
+    return _simt(sch, block_tile=block_tile, warp_tile=None, thread_tile=thread_tile, tile_k=tile_k,
+                 vector=4, fragments=True, stages=stages, async_copy=async_copy)
+
+
+def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                       warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
+                       tile_k: int = 8, stages: int = 3, async_copy: bool = True) -> s_tir.Schedule:
+    """v4 with a block -> warps -> threads hierarchy: each warp's 32 threads cover a compact ``warp_tile``
+    (default 8 x 4 threads of 8x8 outputs = 64x32), so a warp reads fewer distinct A/B values from shared
+    memory per k step (96 instead of 144 floats for the v4 layout)."""
+    return _simt(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
+                 vector=4, fragments=True, stages=stages, async_copy=async_copy)
+
+
+def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
+                 tile_k: int, stages: int, async_copy: bool) -> s_tir.Schedule:
+    """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
+
+    Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
+    go to shared memory (16-byte copies; rows padded by 8 halves so fragment loads are conflict-free),
+    fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``mma`` also pipelines
+    the fragment loads one k step ahead of the math.
+    """
+    blk, m, n, k = _gemm_block(sch)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "float16":
+        raise ValueError(f"tensor cores need float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
+    (bm, bn), (wm, wn) = block_tile, warp_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
+        _require_multiple(value, 16, param=param)
+    _require_stages(stages)
+    warps = (bm // wm) * (bn // wn)
+    require_threads(warps * WARP, param="block_tile/warp_tile")
+    _require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
+    _require_fetch(bn, tile_k, warps * WARP, 8, operand="B")
+    _require_shared(stages * (bm * _padded(tile_k, 32, 8) + tile_k * _padded(bn, 32, 8)) * 2,
+                    block_tile=block_tile, tile_k=tile_k, stages=stages)
+    from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
+
+    if mma:
+        intrins = dict(load_a=tc.LDMATRIX_f16_A_INTRIN, load_b=tc.LDMATRIX_f16_B_INTRIN,
+                       compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
+                       store=tc.MMA_store_16x16_f32_global_INTRIN)
+        scopes = ("warp", "warp", "warp")
+    else:
+        intrins = tc.get_wmma_intrin_group(load_scope="shared", store_scope="global", in_dtype="float16",
+                                           out_dtype="float32", trans_b=False)
+        scopes = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    j, j16 = sch.split(j, factors=[None, 16])
+    kk, k16 = sch.split(kk, factors=[None, 16])
+    sch.reorder(i, j, kk, i16, j16, k16)
+    tile = sch.blockize(i16)  # block "C_o": one 16x16x16 product
+    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
+    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
+    ko, ki = sch.split(kk, factors=[None, tile_k // 16])
+    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
+    sch.bind(sch.fuse(by, bx), "blockIdx.x")
+    warp = sch.fuse(wy, wx)
+    sch.bind(warp, "threadIdx.y")
+    for idx in (0, 1):
+        sh = sch.cache_read(tile, idx, "shared")
+        sch.compute_at(sh, ko)
+        _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(sh)[-2:]), factors=[None, warps, WARP, 8])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+        sch.storage_align(sh, 0, axis=-2, factor=32, offset=8)
+    frag_a, frag_b = (sch.cache_read(tile, idx, scopes[idx]) for idx in (0, 1))
+    sch.compute_at(frag_a, ki)
+    sch.compute_at(frag_b, ki)
+    acc = sch.cache_write(tile, 0, scopes[2])
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+
+    def tile16(block: s_tir.SBlockRV) -> s_tir.LoopRV:
+        """Split the block's last two loops into 16x16 tiles; return the outer loop of one tile."""
+        r, c = sch.get_loops(block)[-2:]
+        r0, r1 = sch.split(r, factors=[None, 16])
+        c0, c1 = sch.split(c, factors=[None, 16])
+        sch.reorder(r0, c0, r1, c1)
+        return r1
+
+    load_a, load_b, store = tile16(frag_a), tile16(frag_b), tile16(acc)
+    if mma:  # "warp" buffers laid out as [tile, tile, 32 lanes, 8 registers], the order ldmatrix/mma.sync use
+        def lanes(r, c):
+            return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+        sch.transform_layout(frag_a, ("write", 0), lanes)
+        sch.transform_layout(frag_b, ("write", 0), lanes)
+        sch.transform_layout(acc, ("read", 0), lanes)
+    sch.tensorize(load_a, intrins["load_a"])
+    sch.tensorize(load_b, intrins["load_b"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], intrins["init"])
+    sch.tensorize(store, intrins["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], intrins["compute"])
+    _pipeline(sch, ko, stages, async_copy, ki=ki if mma else None)
+    return sch
+
+
+def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                 warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32) -> s_tir.Schedule:
+    """fp16 tensor cores through wmma 16x16x16 fragments (float32 accumulators); synchronous copies."""
+    return _tensor_core(sch, mma=False, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=1,
+                        async_copy=False)
+
+
+def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 2,
+                async_copy: bool = True) -> s_tir.Schedule:
+    """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
+    shared-memory pipeline, fragment loads pipelined one k step ahead of the math."""
+    return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
+                        async_copy=async_copy)
+
+
+#: The ladder, slowest first: name -> (helper, its default kwargs spelled out, input dtype of the workload).
+LADDER: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
+    "v0_naive": (gemm_v0_naive, {"threads": (16, 16)}, "float32"),
+    "v1_local": (gemm_v1_local, {"thread_tile": (8, 8), "threads": (8, 8), "tile_k": 4}, "float32"),
+    "v2_shared": (gemm_v2_shared, {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8}, "float32"),
+    "v3_vectorized": (gemm_v3_vectorized, {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8},
+                      "float32"),
+    "v4_pipelined": (gemm_v4_pipelined, {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8,
+                                         "stages": 2, "async_copy": True}, "float32"),
+    "v5_warp_tiled": (gemm_v5_warp_tiled, {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8),
+                                           "tile_k": 8, "stages": 3, "async_copy": True}, "float32"),
+    "v6_wmma": (gemm_v6_wmma, {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 32}, "float16"),
+    "v7_mma_ldmatrix": (gemm_v7_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 2,
+                                      "async_copy": True}, "float16"),
+}
+
+#: cp.async in the SIMT kernels: the pipeline's copies become cp.async only with ``use_async_copy``, and the
+#: float4-typed shared B tile that storage rewriting makes trips the async-copy pass.
+SIMT_ASYNC_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
+#: cp.async in the mma kernel (storage rewriting must stay on there: the "warp" buffers need it).
+MMA_ASYNC_CONFIG = {"tirx.use_async_copy": True}
+
+
+def gemm_pass_config(variant: str) -> dict[str, bool]:
+    """The PassContext config to compile LADDER[variant] with: ``{}`` unless it uses cp.async."""
+    if variant not in LADDER:
+        raise ValueError(f"variant={variant!r}: expected one of {', '.join(LADDER)}")
+    return {"v4_pipelined": SIMT_ASYNC_CONFIG, "v5_warp_tiled": SIMT_ASYNC_CONFIG,
+            "v7_mma_ldmatrix": MMA_ASYNC_CONFIG}.get(variant, {})

@@ -1,0 +1,132 @@
+"""MetaSchedule wrappers: tune in resumable chunks into a JSON database, replay the best, read the history.
+
+The database lives in a work directory under ``results/tuning/``; tuning adds records to it, so a run that
+already has ``trials`` records replays the best schedule without tuning, and a run cut short resumes.
+
+    python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
+
+tunes (on a CUDA GPU) until the database holds 256 records for that workload or the time is nearly up.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import tvm
+from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
+
+from tirbench.machine import cuda_target, require_cuda_gpu
+from tirbench.workloads.base import Workload
+
+#: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
+#: with "tvm_access_ptr element type must match the source buffer".
+TENSOR_CORE_PASS_CONFIG = {"tirx.disable_storage_rewrite": True}
+
+
+def import_tensor_intrin() -> None:
+    """Builder-worker initializer: registers the CUDA tensor intrinsics (20-40 s per worker)."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+
+def tensor_core_build(mod: tvm.IRModule, target: tvm.target.Target, _params: object) -> tvm.runtime.Module:
+    """MetaSchedule ``f_build`` for tensor-core candidates (applies ``TENSOR_CORE_PASS_CONFIG``)."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    with tvm.transform.PassContext(config=TENSOR_CORE_PASS_CONFIG):
+        return tvm.tirx.build(mod, target=target)
+
+
+def uses_tensor_cores(wl: Workload) -> bool:
+    return wl.dtype in ("float16", "int8")
+
+
+def work_dir_for(root: Path, wl: Workload) -> Path:
+    """``results/tuning/<workload>/<dtype>_<shape>`` under the project root."""
+    return root / "results" / "tuning" / wl.name / f"{wl.dtype}_{wl.shape}"
+
+
+def open_database(work_dir: Path) -> ms.database.JSONDatabase:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return ms.database.JSONDatabase(work_dir=str(work_dir))
+
+
+def trials_done(work_dir: Path) -> int:
+    """Tuning records already in the database (0 when there is none)."""
+    path = work_dir / "database_tuning_record.json"
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
+def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
+         target: tvm.target.Target | None = None) -> ms.database.JSONDatabase:
+    """Tune until the database holds ``trials`` records (chunks of ``chunk``), or ``seconds`` nearly run out.
+
+    Needs a CUDA GPU when any trial is left to run; with enough records it only opens the database.
+    """
+    target = target or cuda_target()
+    deadline = None if seconds is None else time.monotonic() + seconds
+    per_trial = None
+    while (left := trials - trials_done(work_dir)) > 0:
+        require_cuda_gpu()
+        n = min(chunk, left)
+        if deadline is not None and per_trial is not None and time.monotonic() + per_trial * n > deadline:
+            print(f"[tuning] stopping with {trials_done(work_dir)}/{trials} trials: the time is nearly up")
+            break
+        t0 = time.monotonic()
+        tc = uses_tensor_cores(wl)
+        space = (ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
+                                                   mutator_probs="cuda-tensorcore") if tc else "post-order-apply")
+        ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
+                    num_trials_per_iter=min(n, 64), space=space, seed=0,
+                    builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin,
+                                                    f_build=tensor_core_build if tc else None),
+                    runner=ms.runner.LocalRunner(timeout_sec=60))
+        per_trial = (time.monotonic() - t0) / n
+        print(f"[tuning] {wl.name} {wl.dtype} {wl.shape}: {trials_done(work_dir)}/{trials} trials "
+              f"({per_trial:.1f} s/trial)")
+    return open_database(work_dir)
+
+
+def best_schedule(db: ms.database.Database, wl: Workload, target: tvm.target.Target | None = None) -> s_tir.Schedule:
+    """The best tuned schedule of ``wl`` in ``db``; one-line error if the database has none."""
+    sch = ms.tir_integration.compile_tir(db, wl.mod["main"], target or cuda_target())
+    if sch is None:
+        raise RuntimeError(f"no tuned schedule for {wl.name} {wl.dtype} {wl.shape} in the database: tune first")
+    return sch
+
+
+def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
+    """Per trial (in the order tuned): its GFLOP/s as MetaSchedule measured it, and the best so far."""
+    db = open_database(work_dir)
+    rows = []
+    for i, rec in enumerate(db.get_all_tuning_records()):
+        secs = [float(s) for s in rec.run_secs] if rec.run_secs else []
+        ok = bool(secs) and all(np.isfinite(secs)) and min(secs) < 1e9
+        rows.append({"trial": i + 1, "gflops": flops / float(np.mean(secs)) / 1e9 if ok else 0.0})
+    df = pd.DataFrame(rows, columns=["trial", "gflops"])
+    df["best_gflops"] = df["gflops"].cummax()
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tirbench.session import project_root
+    from tirbench.workloads import gemm
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", choices=["gemm"])
+    p.add_argument("sizes", type=int, nargs=3, metavar=("M", "N", "K"))
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--trials", type=int, required=True)
+    p.add_argument("--chunk", type=int, default=64)
+    p.add_argument("--seconds", type=float, default=None, help="stop before this many seconds have passed")
+    a = p.parse_args(argv)
+    wl = gemm(*a.sizes, dtype=a.dtype)
+    tune(wl, work_dir_for(project_root(), wl), trials=a.trials, chunk=a.chunk, seconds=a.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""GEMM: the workload is right on llvm; every ladder rung compiles for sm_90a, shows its construct, and
+(with nvcc) neither spills nor uses a stack frame; bad parameters are one-line ValueErrors."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import tvm
+from tvm import s_tir
+
+from tirbench.cuda_source import device_source, nvcc_report
+from tirbench.harness import run_checked
+from tirbench.machine import cpu_target
+from tirbench.schedules.gemm import (LADDER, gemm_pass_config, gemm_v0_naive, gemm_v1_local, gemm_v2_shared,
+                                     gemm_v3_vectorized, gemm_v5_warp_tiled, gemm_v6_wmma, gemm_v7_mma)
+from tirbench.workloads.gemm import gemm
+
+SIZE = 1024
+EXPECTED = {
+    "v0_naive": (),
+    "v1_local": (),
+    "v2_shared": ("__shared__",),
+    "v3_vectorized": ("__shared__", "float4"),
+    "v4_pipelined": ("__shared__", "float4", "cp.async.cg.shared.global", "cp.async.wait_group"),
+    "v5_warp_tiled": ("__shared__", "float4", "cp.async.cg.shared.global", "cp.async.wait_group"),
+    "v6_wmma": ("__shared__", "wmma::mma_sync", "wmma::load_matrix_sync"),
+    "v7_mma_ldmatrix": ("__shared__", "mma.sync.aligned.m16n8k16", "ldmatrix.sync", "cp.async.cg.shared.global"),
+}
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, str]:
+    """CUDA source of every rung at SIZE^3 (the tensor-intrinsic import, ~35 s, happens once here)."""
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
+
+    out = {}
+    for name, (helper, kwargs, dtype) in LADDER.items():
+        sch = helper(s_tir.Schedule(gemm(SIZE, SIZE, SIZE, dtype).mod), **kwargs)
+        with tvm.transform.PassContext(config=gemm_pass_config(name)):
+            out[name] = device_source(sch)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_workload_matches_reference_on_llvm(dtype):
+    wl = gemm(64, 48, 32, dtype)
+    assert (wl.shape, wl.flops, wl.out_dtype) == ("64x48x32", 2 * 64 * 48 * 32, "float32")
+    assert wl.bytes == (64 * 32 + 32 * 48) * (4 if dtype == "float32" else 2) + 64 * 48 * 4
+    run_checked(wl, tvm.compile(wl.mod, target=cpu_target()), tvm.cpu(0))
+
+
+def test_workload_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        gemm(64, 64, 0)
+    with pytest.raises(ValueError, match="unsupported dtype 'int8'"):
+        gemm(64, 64, 64, "int8")
+
+
+@pytest.mark.parametrize("name", list(LADDER))
+def test_rung_compiles_with_its_construct(sources, name):
+    src = sources[name]
+    assert 'extern "C" __global__' in src
+    missing = [s for s in EXPECTED[name] if s not in src]
+    assert not missing, f"{name}: {missing} not in the CUDA source"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("name", list(LADDER))
+def test_rung_has_no_spills(sources, name):
+    report = " ".join(nvcc_report(sources[name]))
+    frame, stores, loads = map(int, re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                                              r"(\d+) bytes spill loads", report).groups())
+    assert (frame, stores, loads) == (0, 0, 0), f"{name}: {report}"
+
+
+def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
+    return s_tir.Schedule(gemm(size, size, size, dtype).mod)
+
+
+@pytest.mark.parametrize("call, param", [
+    (lambda: gemm_v0_naive(_sch(), threads=(32, 64)), "threads"),
+    (lambda: gemm_v0_naive(_sch(), threads=(24, 16)), r"threads\[0\]"),
+    (lambda: gemm_v1_local(_sch(), tile_k=3), "tile_k"),
+    (lambda: gemm_v1_local(_sch(), threads=(32, 64)), "threads"),
+    (lambda: gemm_v2_shared(_sch(), block_tile=(96, 128)), r"block_tile\[0\]"),
+    (lambda: gemm_v2_shared(_sch(), thread_tile=(3, 8)), r"thread_tile\[0\]"),
+    (lambda: gemm_v3_vectorized(_sch(), thread_tile=(2, 2)), "block_tile/thread_tile"),
+    (lambda: gemm_v3_vectorized(_sch(), thread_tile=(8, 2)), r"thread_tile\[1\]"),
+    (lambda: gemm_v3_vectorized(_sch(), tile_k=2), "tile_k"),
+    (lambda: gemm_v5_warp_tiled(_sch(), warp_tile=(64, 64)), "warp_tile"),
+    (lambda: gemm_v5_warp_tiled(_sch(), stages=8), "stages"),
+    (lambda: gemm_v6_wmma(_sch("float32")), "float16"),
+    (lambda: gemm_v7_mma(_sch("float32")), "float16"),
+    (lambda: gemm_v7_mma(_sch("float16"), tile_k=8), "tile_k"),
+    (lambda: gemm_v7_mma(_sch("float16"), warp_tile=(16, 16)), "block_tile/warp_tile"),
+    (lambda: gemm_v7_mma(_sch("float16"), stages=3), "stages"),
+    (lambda: gemm_pass_config("v9"), "variant"),
+])
+def test_bad_parameters_raise(call, param):
+    with pytest.raises(ValueError, match=param) as err:
+        call()
+    assert "\n" not in str(err.value)
