@@ -32,6 +32,20 @@ def test_cpu_session_writes_nothing_and_shows_recorded_rows(tmp_path, capsys):
         s.record(None)
 
 
+def test_gemm_rows_are_compared_with_cublas_of_their_dtype(tmp_path):
+    root = make_root(tmp_path)
+    shape = "4096x4096x4096"
+    append_rows(root / "results" / "03_gemm" / "results.csv", [
+        row(notebook="03_gemm", workload="gemm", shape=shape, variant="v5", gflops=40000.0),
+        row(notebook="03_gemm", workload="gemm", shape=shape, variant="cublas_float32", provider="cublas",
+            gflops=50000.0),
+        row(notebook="03_gemm", workload="gemm", shape=shape, dtype="float16", variant="v7", gflops=300000.0),
+        row(notebook="03_gemm", workload="gemm", shape=shape, dtype="float16", variant="cublas_float16",
+            provider="cublas", gflops=750000.0)])
+    table = report.headline_table(root)
+    assert "| v5 | tvm |" in table and "0.80x cublas_float32" in table and "0.40x cublas_float16" in table
+
+
 def test_readme_table_is_generated_from_csv(tmp_path):
     root = make_root(tmp_path)
     append_rows(root / "results" / "01_vector_add" / "results.csv",
@@ -44,4 +58,5 @@ def test_readme_table_is_generated_from_csv(tmp_path):
     assert "| 01_vector_add | vector_add | 67108864 | v2_float4 | tvm |" in text and "1.05x a+b" in text
     assert "1048576 |" not in text and "old" not in text and text.endswith("outro\n")
     assert "02_window_sum | | | | | | | | not run on a GPU yet" in text
+    assert "03_gemm | | | | | | | | not run on a GPU yet" in text
     assert not report.update_readme(readme, root)

@@ -20,14 +20,15 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 class Headline:
     """Which rows of a notebook's latest run the README shows, and what they are compared with."""
 
-    leading_size: str   # rows whose shape starts with this size
-    baseline: str       # variant every row is divided by
-    metric: str         # "gbps" or "gflops"
+    shapes: tuple[str, ...]   # rows with these shapes
+    baseline: str             # variant each row is divided by; "{dtype}" is replaced by the row's dtype
+    metric: str               # "gbps" or "gflops"
 
 
 HEADLINES: dict[str, Headline] = {
-    "01_vector_add": Headline("67108864", "a+b", "gbps"),
-    "02_window_sum": Headline("67108864", "copy", "gbps"),
+    "01_vector_add": Headline(("67108864",), "a+b", "gbps"),
+    "02_window_sum": Headline(("67108864x3", "67108864"), "copy", "gbps"),
+    "03_gemm": Headline(("4096x4096x4096",), "cublas_{dtype}", "gflops"),
 }
 UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}
 
@@ -41,10 +42,11 @@ def headline_table(root: Path) -> str:
         if df.empty:
             lines.append(f"| {nb} | | | | | | | | not run on a GPU yet |")
             continue
-        df = df[df["shape"].astype(str).str.split("x").str[0] == head.leading_size]
-        base = df.loc[df["variant"] == head.baseline, head.metric]
+        df = df[df["shape"].astype(str).isin(head.shapes)]
         for r in df.itertuples():
-            ratio = f"{getattr(r, head.metric) / base.iloc[0]:.2f}x {head.baseline}" if len(base) else ""
+            baseline = head.baseline.format(dtype=r.dtype)
+            base = df.loc[(df["variant"] == baseline) & (df["dtype"] == r.dtype), head.metric]
+            ratio = f"{getattr(r, head.metric) / base.iloc[0]:.2f}x {baseline}" if len(base) else ""
             lines.append(f"| {nb} | {r.workload} | {r.shape} | {r.variant} | {r.provider} | {r.median_ms:.4f} | "
                          f"{getattr(r, head.metric):,.0f} {UNITS[head.metric]} | {ratio} | "
                          f"{r.gpu}, {str(r.timestamp)[:10]} |")

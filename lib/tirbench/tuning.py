@@ -77,6 +77,8 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
             break
         t0 = time.monotonic()
         tc = uses_tensor_cores(wl)
+        if tc:
+            import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
         space = (ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
                                                    mutator_probs="cuda-tensorcore") if tc else "post-order-apply")
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
@@ -92,6 +94,8 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
 
 def best_schedule(db: ms.database.Database, wl: Workload, target: tvm.target.Target | None = None) -> s_tir.Schedule:
     """The best tuned schedule of ``wl`` in ``db``; one-line error if the database has none."""
+    if uses_tensor_cores(wl):
+        import_tensor_intrin()  # the tuned trace names tensor intrinsics
     sch = ms.tir_integration.compile_tir(db, wl.mod["main"], target or cuda_target())
     if sch is None:
         raise RuntimeError(f"no tuned schedule for {wl.name} {wl.dtype} {wl.shape} in the database: tune first")

@@ -1,0 +1,55 @@
+"""MetaSchedule wrappers on the committed tuning database: count, history, replay, and no tuning without a GPU."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tirbench.cuda_source import device_source
+from tirbench.machine import has_cuda_gpu
+from tirbench.tuning import best_schedule, open_database, trials_done, tune, tuning_history, work_dir_for
+from tirbench.workloads import gemm
+
+ROOT = Path(__file__).resolve().parents[1]
+WL = gemm(1024, 1024, 1024)
+RECORDED = work_dir_for(ROOT, WL)
+pytestmark = pytest.mark.skipif(trials_done(RECORDED) == 0, reason="no recorded fp32 1024^3 tuning database")
+
+
+@pytest.fixture
+def work_dir(tmp_path):
+    shutil.copytree(RECORDED, tmp_path / "db")
+    return tmp_path / "db"
+
+
+def test_work_dir_layout():
+    assert RECORDED == ROOT / "results" / "tuning" / "gemm" / "float32_1024x1024x1024"
+
+
+def test_history_is_a_running_best(work_dir):
+    h = tuning_history(work_dir, WL.flops)
+    assert len(h) == trials_done(work_dir) > 0
+    assert (h["best_gflops"].diff().dropna() >= 0).all() and h["best_gflops"].iloc[-1] == h["gflops"].max() > 0
+
+
+def test_best_schedule_replays_and_compiles_for_sm90a(work_dir):
+    sch = best_schedule(open_database(work_dir), WL)
+    assert any("sample_perfect_tile" in line for line in str(sch.trace).splitlines())
+    src = device_source(sch)
+    assert "__global__" in src and "threadIdx" in src
+
+
+def test_enough_trials_means_no_tuning(work_dir):
+    before = sorted(p.stat().st_mtime_ns for p in work_dir.iterdir())
+    tune(WL, work_dir, trials=trials_done(work_dir))
+    assert sorted(p.stat().st_mtime_ns for p in work_dir.iterdir()) == before
+
+
+@pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU error")
+def test_more_trials_without_gpu_is_one_clear_error(work_dir):
+    with pytest.raises(RuntimeError, match="no CUDA GPU found"):
+        tune(WL, work_dir, trials=trials_done(work_dir) + 1)
+
+
+def test_missing_database_is_a_clear_error(tmp_path):
+    with pytest.raises(RuntimeError, match="no tuned schedule for gemm float32 512x512x512"):
+        best_schedule(open_database(tmp_path / "empty"), gemm(512, 512, 512))
