@@ -64,7 +64,9 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
          target: tvm.target.Target | None = None) -> ms.database.JSONDatabase:
     """Tune until the database holds ``trials`` records (chunks of ``chunk``), or ``seconds`` nearly run out.
 
-    Needs a CUDA GPU when any trial is left to run; with enough records it only opens the database.
+    ``seconds`` is checked between chunks from the measured time per trial, so the first chunk always runs
+    whole: keep ``chunk`` small where trials are slow. Needs a CUDA GPU when any trial is left to run; with
+    enough records it only opens the database.
     """
     target = target or cuda_target()
     deadline = None if seconds is None else time.monotonic() + seconds
