@@ -89,12 +89,13 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v3_vectorized(_sch(), thread_tile=(8, 2)), r"thread_tile\[1\]"),
     (lambda: gemm_v3_vectorized(_sch(), tile_k=2), "tile_k"),
     (lambda: gemm_v5_warp_tiled(_sch(), warp_tile=(64, 64)), "warp_tile"),
-    (lambda: gemm_v5_warp_tiled(_sch(), stages=8), "stages"),
+    (lambda: gemm_v5_warp_tiled(_sch(), tile_k=64, stages=8), "stages"),
+    (lambda: gemm_v5_warp_tiled(_sch(), stages=0), "stages"),
     (lambda: gemm_v6_wmma(_sch("float32")), "float16"),
     (lambda: gemm_v7_mma(_sch("float32")), "float16"),
     (lambda: gemm_v7_mma(_sch("float16"), tile_k=8), "tile_k"),
     (lambda: gemm_v7_mma(_sch("float16"), warp_tile=(16, 16)), "block_tile/warp_tile"),
-    (lambda: gemm_v7_mma(_sch("float16"), stages=3), "stages"),
+    (lambda: gemm_v7_mma(_sch("float16"), stages=16), "stages"),
     (lambda: gemm_pass_config("v9"), "variant"),
 ])
 def test_bad_parameters_raise(call, param):

@@ -85,7 +85,7 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
                                                    mutator_probs="cuda-tensorcore") if tc else "post-order-apply")
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
                     num_trials_per_iter=min(n, 64), space=space, seed=0,
-                    builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin,
+                    builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin if tc else None,
                                                     f_build=tensor_core_build if tc else None),
                     runner=ms.runner.LocalRunner(timeout_sec=60))
         per_trial = (time.monotonic() - t0) / n

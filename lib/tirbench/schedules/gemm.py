@@ -14,8 +14,10 @@ from tvm import s_tir
 from tirbench.schedules.checks import loop_extent, require_divides, require_threads
 
 WARP = 32
-#: Static shared memory one block may use (the "nvidia/nvidia-h100" tag's max_shared_memory_per_block).
-MAX_SHARED_BYTES = 48 * 1024
+#: Shared memory one block may use on Hopper (227 KB). The tiles live in dynamic shared memory ("shared.dyn"),
+#: since static shared memory stops at 48 KB; TVM's CUDA runtime raises the kernel's limit (cuFuncSetAttribute)
+#: when a launch asks for more than that.
+MAX_SHARED_BYTES = 227 * 1024
 
 
 def _gemm_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, int, int, int]:
@@ -164,7 +166,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     c_local = sch.cache_write(blk, 0, "local")
     sch.reverse_compute_at(c_local, tx)
     for idx in (0, 1):
-        tile = sch.cache_read(blk, idx, "shared")
+        tile = sch.cache_read(blk, idx, "shared.dyn")
         sch.compute_at(tile, ko)
         vec = vector
         if vector > 1 and idx == 0:
@@ -251,12 +253,12 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
 
     if mma:
-        intrins = dict(load_a=tc.LDMATRIX_f16_A_INTRIN, load_b=tc.LDMATRIX_f16_B_INTRIN,
+        intrins = dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
                        compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
                        store=tc.MMA_store_16x16_f32_global_INTRIN)
         scopes = ("warp", "warp", "warp")
     else:
-        intrins = tc.get_wmma_intrin_group(load_scope="shared", store_scope="global", in_dtype="float16",
+        intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope="global", in_dtype="float16",
                                            out_dtype="float32", trans_b=False)
         scopes = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
@@ -274,7 +276,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     warp = sch.fuse(wy, wx)
     sch.bind(warp, "threadIdx.y")
     for idx in (0, 1):
-        sh = sch.cache_read(tile, idx, "shared")
+        sh = sch.cache_read(tile, idx, "shared.dyn")
         sch.compute_at(sh, ko)
         _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(sh)[-2:]), factors=[None, warps, WARP, 8])
         sch.bind(ty, "threadIdx.y")
@@ -321,7 +323,7 @@ def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128
 
 
 def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
-                warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 2,
+                warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
                 async_copy: bool = True) -> s_tir.Schedule:
     """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
     shared-memory pipeline, fragment loads pipelined one k step ahead of the math."""
@@ -341,8 +343,31 @@ LADDER: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
     "v5_warp_tiled": (gemm_v5_warp_tiled, {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8),
                                            "tile_k": 8, "stages": 3, "async_copy": True}, "float32"),
     "v6_wmma": (gemm_v6_wmma, {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 32}, "float16"),
-    "v7_mma_ldmatrix": (gemm_v7_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 2,
+    "v7_mma_ldmatrix": (gemm_v7_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3,
                                       "async_copy": True}, "float16"),
+}
+
+#: Tile configurations the notebook sweeps per size for the two top rungs (each overrides LADDER's defaults).
+#: Chosen from an exploration on an H200 (docs/notes-gemm.md): big block tiles win at 4096^3, where there are
+#: blocks enough for every SM; 64x64 blocks win at 1024^3, where 128x128 blocks would leave half the SMs idle.
+SWEEP: dict[str, list[dict[str, Any]]] = {
+    "v5_warp_tiled": [
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 2},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 32, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
+        {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
+    ],
+    "v7_mma_ldmatrix": [
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 2},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 5},
+        {"block_tile": (128, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
+        {"block_tile": (64, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
+        {"block_tile": (64, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
+    ],
 }
 
 #: cp.async in the SIMT kernels: the pipeline's copies become cp.async only with ``use_async_copy``, and the
