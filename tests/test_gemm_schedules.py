@@ -91,6 +91,8 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v5_warp_tiled(_sch(), warp_tile=(64, 64)), "warp_tile"),
     (lambda: gemm_v5_warp_tiled(_sch(), tile_k=64, stages=8), "stages"),
     (lambda: gemm_v5_warp_tiled(_sch(), stages=0), "stages"),
+    (lambda: gemm_v5_warp_tiled(_sch(), raster=3), "raster"),
+    (lambda: gemm_v7_mma(_sch("float16"), raster=0), "raster"),
     (lambda: gemm_v6_wmma(_sch("float32")), "float16"),
     (lambda: gemm_v7_mma(_sch("float32")), "float16"),
     (lambda: gemm_v7_mma(_sch("float16"), tile_k=8), "tile_k"),

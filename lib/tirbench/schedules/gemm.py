@@ -50,6 +50,24 @@ def _require_fetch(rows: int, tile_k: int, threads: int, vector: int, *, operand
                          f"{threads} threads x {vector}-element copies")
 
 
+def _bind_blocks(sch: s_tir.Schedule, by: s_tir.LoopRV, bx: s_tir.LoopRV, raster: int) -> None:
+    """Bind the block-row and block-column loops to blockIdx.x. ``raster > 1``: blocks launched together cover
+    ``raster`` block rows at a time (column by column) instead of whole block rows, so the A and B panels they
+    read overlap more and stay in L2."""
+    if raster > 1:
+        by, by_in = sch.split(by, factors=[None, raster])
+        sch.reorder(by, bx, by_in)
+        sch.bind(sch.fuse(by, bx, by_in), "blockIdx.x")
+    else:
+        sch.bind(sch.fuse(by, bx), "blockIdx.x")
+
+
+def _require_raster(raster: int, block_rows: int) -> None:
+    if not isinstance(raster, int) or isinstance(raster, bool) or raster < 1:
+        raise ValueError(f"raster must be a positive integer, got {raster!r}")
+    require_divides(block_rows, raster, param="raster", axis="the block rows")
+
+
 def _padded(stride: int, factor: int, offset: int) -> int:
     """The row stride ``storage_align(factor, offset)`` gives a row of ``stride`` elements."""
     return stride + (offset - stride) % factor
@@ -117,7 +135,7 @@ def _pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: bo
 
 def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int] | None,
           thread_tile: tuple[int, int], tile_k: int, vector: int = 1, fragments: bool = False,
-          stages: int = 1, async_copy: bool = False) -> s_tir.Schedule:
+          stages: int = 1, async_copy: bool = False, raster: int = 1) -> s_tir.Schedule:
     """Shared-memory tiled SIMT GEMM; v2..v5 switch its features on one by one.
 
     Each thread accumulates a ``thread_tile`` of C in registers. Threads are laid out row-major over the block
@@ -128,6 +146,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     the float4 alignment, notes P10). ``fragments``: the
     A/B values of one k go through registers. ``stages > 1``: multi-buffered shared tiles, the next tiles'
     copies overlapping this tile's math; ``async_copy``: by cp.async (4-byte copies for the transposed A).
+    ``raster``: the block order (see ``_bind_blocks``).
     """
     _, m, n, k = _gemm_block(sch)
     (bm, bn), (tm, tn) = block_tile, thread_tile
@@ -146,6 +165,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     threads = bm * bn // (tm * tn)
     require_threads(threads, param="block_tile/thread_tile")
     _require_stages(stages)
+    _require_raster(raster, m // bm)
     if vector > 1:
         _require_multiple(tm, vector, param="thread_tile[0]")
         _require_multiple(tn, vector, param="thread_tile[1]")
@@ -160,7 +180,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     bx, wx, lx, tj = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
     ko, ki = sch.split(kk, factors=[None, tile_k])
     sch.reorder(by, bx, wy, wx, ly, lx, ko, ki, ti, tj)
-    sch.bind(sch.fuse(by, bx), "blockIdx.x")
+    _bind_blocks(sch, by, bx, raster)
     tx = sch.fuse(wy, wx, ly, lx)
     sch.bind(tx, "threadIdx.x")
     c_local = sch.cache_write(blk, 0, "local")
@@ -214,16 +234,18 @@ def gemm_v4_pipelined(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 
 def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                        warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
-                       tile_k: int = 8, stages: int = 3, async_copy: bool = True) -> s_tir.Schedule:
+                       tile_k: int = 8, stages: int = 3, async_copy: bool = True,
+                       raster: int = 1) -> s_tir.Schedule:
     """v4 with a block -> warps -> threads hierarchy: each warp's 32 threads cover a compact ``warp_tile``
     (default 8 x 4 threads of 8x8 outputs = 64x32), so a warp reads fewer distinct A/B values from shared
-    memory per k step (96 instead of 144 floats for the v4 layout)."""
+    memory per k step (96 instead of 144 floats for the v4 layout). ``raster``: blocks ordered in groups of
+    that many block rows, for L2 reuse."""
     return _simt(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
-                 vector=4, fragments=True, stages=stages, async_copy=async_copy)
+                 vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster)
 
 
 def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
-                 tile_k: int, stages: int, async_copy: bool) -> s_tir.Schedule:
+                 tile_k: int, stages: int, async_copy: bool, raster: int = 1) -> s_tir.Schedule:
     """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
 
     Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
@@ -244,6 +266,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
         _require_multiple(value, 16, param=param)
     _require_stages(stages)
+    _require_raster(raster, m // bm)
     warps = (bm // wm) * (bn // wn)
     require_threads(warps * WARP, param="block_tile/warp_tile")
     _require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
@@ -272,7 +295,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
     ko, ki = sch.split(kk, factors=[None, tile_k // 16])
     sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
-    sch.bind(sch.fuse(by, bx), "blockIdx.x")
+    _bind_blocks(sch, by, bx, raster)
     warp = sch.fuse(wy, wx)
     sch.bind(warp, "threadIdx.y")
     for idx in (0, 1):
@@ -324,11 +347,12 @@ def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128
 
 def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                 warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
-                async_copy: bool = True) -> s_tir.Schedule:
+                async_copy: bool = True, raster: int = 1) -> s_tir.Schedule:
     """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
-    shared-memory pipeline, fragment loads pipelined one k step ahead of the math."""
+    shared-memory pipeline, fragment loads pipelined one k step ahead of the math. ``raster``: blocks ordered
+    in groups of that many block rows, for L2 reuse."""
     return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
-                        async_copy=async_copy)
+                        async_copy=async_copy, raster=raster)
 
 
 #: The ladder, slowest first: name -> (helper, its default kwargs spelled out, input dtype of the workload).
@@ -355,15 +379,16 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 2},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
-        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 32, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
+         "raster": 4},
         {"block_tile": (64, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
     ],
     "v7_mma_ldmatrix": [
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
-        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 2},
-        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 5},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "raster": 8},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 2, "raster": 8},
         {"block_tile": (128, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (64, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
         {"block_tile": (64, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
