@@ -43,7 +43,7 @@ def test_gemm_rows_are_compared_with_cublas_of_their_dtype(tmp_path):
         row(notebook="03_gemm", workload="gemm", shape=shape, dtype="float16", variant="cublas_float16",
             provider="cublas", gflops=750000.0)])
     table = report.headline_table(root)
-    assert "| v5 | tvm |" in table and "0.80x cublas_float32" in table and "0.40x cublas_float16" in table
+    assert "| v5 | tvm |" in table and "0.800x cublas_float32" in table and "0.400x cublas_float16" in table
 
 
 def test_readme_table_is_generated_from_csv(tmp_path):
@@ -55,7 +55,7 @@ def test_readme_table_is_generated_from_csv(tmp_path):
     readme.write_text(f"intro\n{report.START}\nold\n{report.END}\noutro\n")
     assert report.update_readme(readme, root)
     text = readme.read_text()
-    assert "| 01_vector_add | vector_add | 67108864 | v2_float4 | tvm |" in text and "1.05x a+b" in text
+    assert "| 01_vector_add | vector_add | 67108864 | v2_float4 | tvm |" in text and "1.050x a+b" in text
     assert "1048576 |" not in text and "old" not in text and text.endswith("outro\n")
     assert "02_window_sum | | | | | | | | not run on a GPU yet" in text
     assert "03_gemm | | | | | | | | not run on a GPU yet" in text
