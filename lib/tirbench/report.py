@@ -40,10 +40,12 @@ def headline_table(root: Path) -> str:
     """A markdown table: per notebook, the headline rows of its latest recorded GPU run."""
     lines = ["| notebook | workload | shape | variant | provider | median ms | rate | vs baseline | GPU, date |",
              "|---|---|---|---|---|---:|---:|---:|---|"]
+    not_run: set[str] = set()
     for nb, head in HEADLINES:
         df = latest_run(read_results(root / "results" / nb / "results.csv"))
         if df.empty:
-            if f"| {nb} |" not in "\n".join(lines):
+            if nb not in not_run:
+                not_run.add(nb)
                 lines.append(f"| {nb} | | | | | | | | not run on a GPU yet |")
             continue
         df = df[df["shape"].astype(str).isin(head.shapes)]

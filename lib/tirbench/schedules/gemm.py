@@ -62,12 +62,6 @@ def _bind_blocks(sch: s_tir.Schedule, by: s_tir.LoopRV, bx: s_tir.LoopRV, raster
         sch.bind(sch.fuse(by, bx), "blockIdx.x")
 
 
-def _require_raster(raster: int, block_rows: int) -> None:
-    if not isinstance(raster, int) or isinstance(raster, bool) or raster < 1:
-        raise ValueError(f"raster must be a positive integer, got {raster!r}")
-    require_divides(block_rows, raster, param="raster", axis="the block rows")
-
-
 def _padded(stride: int, factor: int, offset: int) -> int:
     """The row stride ``storage_align(factor, offset)`` gives a row of ``stride`` elements."""
     return stride + (offset - stride) % factor
@@ -165,7 +159,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     threads = bm * bn // (tm * tn)
     require_threads(threads, param="block_tile/thread_tile")
     _require_stages(stages)
-    _require_raster(raster, m // bm)
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
     if vector > 1:
         _require_multiple(tm, vector, param="thread_tile[0]")
         _require_multiple(tn, vector, param="thread_tile[1]")
@@ -266,7 +260,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
         _require_multiple(value, 16, param=param)
     _require_stages(stages)
-    _require_raster(raster, m // bm)
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
     warps = (bm // wm) * (bn // wn)
     require_threads(warps * WARP, param="block_tile/warp_tile")
     _require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
