@@ -12,8 +12,9 @@ from tvm import s_tir
 from tirbench.cuda_source import device_source, nvcc_report
 from tirbench.harness import run_checked
 from tirbench.machine import cpu_target
-from tirbench.schedules.gemm import (LADDER, gemm_pass_config, gemm_v0_naive, gemm_v1_local, gemm_v2_shared,
-                                     gemm_v3_vectorized, gemm_v5_warp_tiled, gemm_v6_wmma, gemm_v7_mma)
+from tirbench.schedules.gemm import (LADDER, SIMT_ASYNC_CONFIG, gemm_pass_config, gemm_v0_naive, gemm_v1_local,
+                                     gemm_v2_shared, gemm_v3_vectorized, gemm_v5_space, gemm_v5_warp_tiled,
+                                     gemm_v6_wmma, gemm_v7_mma)
 from tirbench.workloads.gemm import gemm
 
 SIZE = 1024
@@ -98,9 +99,52 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v7_mma(_sch("float16"), tile_k=8), "tile_k"),
     (lambda: gemm_v7_mma(_sch("float16"), warp_tile=(16, 16)), "block_tile/warp_tile"),
     (lambda: gemm_v7_mma(_sch("float16"), stages=16), "stages"),
+    (lambda: gemm_v5_warp_tiled(_sch(), prefetch="far"), "prefetch"),
+    (lambda: gemm_v5_warp_tiled(_sch(), stages=2, prefetch="next_tile"), "stages >= 3"),
+    (lambda: gemm_v7_mma(_sch("float16"), prefetch="x"), "prefetch"),
+    (lambda: gemm_v5_space(_sch(), stages=0), "stages"),
+    (lambda: gemm_v5_space(_sch(), stages=2, prefetch="next_tile"), "stages >= 3"),
+    (lambda: gemm_v5_space(s_tir.Schedule(gemm(1024, 1024, 48).mod)), "tile_k"),
     (lambda: gemm_pass_config("v9"), "variant"),
 ])
 def test_bad_parameters_raise(call, param):
     with pytest.raises(ValueError, match=param) as err:
         call()
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("v5_warp_tiled", dict(prefetch="next_tile")),
+    ("v7_mma_ldmatrix", dict(stages=3, prefetch="next_tile")),
+])
+def test_next_tile_prefetch_compiles(name, kwargs):
+    """The nested pipeline (fragments of the next tile loaded during this tile's last k step) lowers for sm_90a."""
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
+
+    helper, defaults, dtype = LADDER[name]
+    sch = helper(_sch(dtype), **{**defaults, **kwargs})
+    with tvm.transform.PassContext(config=gemm_pass_config(name)):
+        assert "cp.async" in device_source(sch)
+
+
+def test_v5_space_samples_differ_and_compile():
+    """The design space samples different tilings per seed; a sample that passes MetaSchedule's CUDA
+    postprocessors (the cooperative fetch rewrite, VerifyGPUCode at the 227 KB shared-memory limit) compiles."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tirbench.tuning import space_target
+
+    target = space_target("v5")
+    wl = gemm(SIZE, SIZE, SIZE)
+    decisions, compiled = set(), 0
+    for seed in range(1, 13):
+        sch = gemm_v5_space(s_tir.Schedule(wl.mod, seed=seed), stages=3)
+        decisions.add(str(list(sch.trace.decisions.values())))
+        posts = ms.postproc.Postproc.create("cuda")
+        for post in posts:
+            post._initialize_with_tune_context(ms.TuneContext(mod=wl.mod, target=target))
+        if all(post.apply(sch) for post in posts) and compiled < 2:
+            with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
+                assert "cp.async" in device_source(sch)
+            compiled += 1
+    assert len(decisions) > 6 and compiled == 2

@@ -3,10 +3,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import tvm
 
 from tirbench.cuda_source import device_source
 from tirbench.machine import has_cuda_gpu
-from tirbench.tuning import best_schedule, open_database, trials_done, tune, tuning_history, work_dir_for
+from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG
+from tirbench.tuning import (best_schedule, open_database, space_target, trials_done, tune, tuning_history,
+                             work_dir_for)
 from tirbench.workloads import gemm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +34,16 @@ def test_history_is_a_running_best(work_dir):
     assert (h["best_gflops"].diff().dropna() >= 0).all() and h["best_gflops"].iloc[-1] == h["gflops"].max() > 0
 
 
+def test_history_keeps_the_tuning_order(work_dir):
+    """The first trial of the record file comes first, whatever its speed (the database API sorts by speed)."""
+    path = work_dir / "database_tuning_record.json"
+    lines = path.read_text().splitlines()
+    slow = int(tuning_history(work_dir, WL.flops)["gflops"].to_numpy().argmin())
+    path.write_text("\n".join([lines[slow], *lines[:slow], *lines[slow + 1:]]) + "\n")
+    h = tuning_history(work_dir, WL.flops)
+    assert h["gflops"].iloc[0] == h["gflops"].min() < h["gflops"].max()
+
+
 def test_best_schedule_replays_and_compiles_for_sm90a(work_dir):
     sch = best_schedule(open_database(work_dir), WL)
     assert any("sample_perfect_tile" in line for line in str(sch.trace).splitlines())
@@ -53,3 +66,26 @@ def test_more_trials_without_gpu_is_one_clear_error(work_dir):
 def test_missing_database_is_a_clear_error(tmp_path):
     with pytest.raises(RuntimeError, match="no tuned schedule for gemm float32 512x512x512"):
         best_schedule(open_database(tmp_path / "empty"), gemm(512, 512, 512))
+
+
+def test_v5_space_has_its_own_database_and_fp32_only():
+    assert work_dir_for(ROOT, WL, "v5").name == "float32_1024x1024x1024_v5space"
+    with pytest.raises(ValueError, match="fp32 GEMM template"):
+        work_dir_for(ROOT, gemm(1024, 1024, 1024, "float16"), "v5")
+    with pytest.raises(ValueError, match="space='v7'"):
+        work_dir_for(ROOT, WL, "v7")
+
+
+def test_v5_space_target_allows_dynamic_shared_memory():
+    assert space_target("v5").attrs["max_shared_memory_per_block"] == 227 * 1024
+    assert space_target("default").attrs["max_shared_memory_per_block"] == 48 * 1024
+
+
+def test_v5_space_best_replays_with_cp_async(tmp_path):
+    recorded = work_dir_for(ROOT, WL, "v5")
+    if trials_done(recorded) == 0:
+        pytest.skip("no recorded v5-space database")
+    shutil.copytree(recorded, tmp_path / "db")
+    sch = best_schedule(open_database(tmp_path / "db"), WL, space_target("v5"))
+    with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
+        assert "cp.async" in device_source(sch)

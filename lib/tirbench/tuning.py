@@ -6,10 +6,14 @@ already has ``trials`` records replays the best schedule without tuning, and a r
     python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
 
 tunes (on a CUDA GPU) until the database holds 256 records for that workload or the time is nearly up.
+Two search spaces: ``"default"`` (MetaSchedule's own rules: ``"cuda"``, or ``"cuda-tensorcore"`` for fp16) and
+``"v5"`` (fp32 only: the v5 warp-tiled template with its tile sizes sampled, ``gemm_v5_space``), each in its
+own database.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -20,7 +24,13 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench.machine import cuda_target, require_cuda_gpu
+from tirbench.schedules.gemm import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG, gemm_v5_space
 from tirbench.workloads.base import Workload
+
+#: The search spaces ``tune`` knows: MetaSchedule's default rules, or the v5 template (fp32 GEMM).
+SPACES = ("default", "v5")
+#: The v5 space is one design space per (stages, prefetch): annotations cannot be sampled.
+V5_SPACE_VARIANTS = [(stages, prefetch) for stages in (2, 3, 4) for prefetch in ("none", "k_step")]
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
 #: with "tvm_access_ptr element type must match the source buffer".
@@ -40,13 +50,53 @@ def tensor_core_build(mod: tvm.IRModule, target: tvm.target.Target, _params: obj
         return tvm.tirx.build(mod, target=target)
 
 
+def simt_async_build(mod: tvm.IRModule, target: tvm.target.Target, _params: object) -> tvm.runtime.Module:
+    """MetaSchedule ``f_build`` for the v5 space (its copies become cp.async only with ``SIMT_ASYNC_CONFIG``)."""
+    with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
+        return tvm.tirx.build(mod, target=target)
+
+
 def uses_tensor_cores(wl: Workload) -> bool:
     return wl.dtype in ("float16", "int8")
 
 
-def work_dir_for(root: Path, wl: Workload) -> Path:
-    """``results/tuning/<workload>/<dtype>_<shape>`` under the project root."""
-    return root / "results" / "tuning" / wl.name / f"{wl.dtype}_{wl.shape}"
+def _require_space(wl: Workload, space: str) -> None:
+    if space not in SPACES:
+        raise ValueError(f"space={space!r}: expected one of {', '.join(map(repr, SPACES))}")
+    if space == "v5" and (wl.name != "gemm" or wl.dtype != "float32"):
+        raise ValueError(f"space='v5' is the fp32 GEMM template, not {wl.name} {wl.dtype}")
+
+
+def work_dir_for(root: Path, wl: Workload, space: str = "default") -> Path:
+    """``results/tuning/<workload>/<dtype>_<shape>`` under the project root (``..._v5space`` for the v5 space)."""
+    _require_space(wl, space)
+    suffix = "" if space == "default" else f"_{space}space"
+    return root / "results" / "tuning" / wl.name / f"{wl.dtype}_{wl.shape}{suffix}"
+
+
+def space_target(space: str, target: tvm.target.Target | None = None) -> tvm.target.Target:
+    """The target to tune with: for the v5 space, one whose shared-memory limit is the dynamic 227 KB (the tag
+    says 48 KB, the static limit, and ``VerifyGPUCode`` would drop every deep pipeline)."""
+    target = target or cuda_target()
+    if space == "default":
+        return target
+    spec = {k: v for k, v in dict(target.export()).items() if k != "host"}
+    spec["max_shared_memory_per_block"] = MAX_SHARED_BYTES
+    return tvm.target.Target(spec, host=target.host)
+
+
+def v5_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
+    """``ScheduleFn`` body: the v5 template once per ``V5_SPACE_VARIANTS`` entry."""
+    return [gemm_v5_space(sch.copy(), stages=stages, prefetch=prefetch) for stages, prefetch in V5_SPACE_VARIANTS]
+
+
+def _space_generator(wl: Workload, space: str) -> ms.space_generator.SpaceGenerator | str:
+    if space == "v5":
+        return ms.space_generator.ScheduleFn(v5_space, sch_rules=[], postprocs="cuda", mutator_probs="cuda")
+    if uses_tensor_cores(wl):
+        return ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
+                                                 mutator_probs="cuda-tensorcore")
+    return "post-order-apply"
 
 
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:
@@ -61,14 +111,15 @@ def trials_done(work_dir: Path) -> int:
 
 
 def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
-         target: tvm.target.Target | None = None) -> ms.database.JSONDatabase:
+         target: tvm.target.Target | None = None, space: str = "default") -> ms.database.JSONDatabase:
     """Tune until the database holds ``trials`` records (chunks of ``chunk``), or ``seconds`` nearly run out.
 
     ``seconds`` is checked between chunks from the measured time per trial, so the first chunk always runs
     whole: keep ``chunk`` small where trials are slow. Needs a CUDA GPU when any trial is left to run; with
-    enough records it only opens the database.
+    enough records it only opens the database. ``space``: see ``SPACES`` (``work_dir_for`` names its database).
     """
-    target = target or cuda_target()
+    _require_space(wl, space)
+    target = space_target(space, target)
     deadline = None if seconds is None else time.monotonic() + seconds
     per_trial = None
     while (left := trials - trials_done(work_dir)) > 0:
@@ -81,12 +132,11 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         tc = uses_tensor_cores(wl)
         if tc:
             import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
-        space = (ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
-                                                   mutator_probs="cuda-tensorcore") if tc else "post-order-apply")
+        f_build = tensor_core_build if tc else simt_async_build if space == "v5" else None
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
-                    num_trials_per_iter=min(n, 64), space=space, seed=0,
+                    num_trials_per_iter=min(n, 64), space=_space_generator(wl, space), seed=0,
                     builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin if tc else None,
-                                                    f_build=tensor_core_build if tc else None),
+                                                    f_build=f_build),
                     runner=ms.runner.LocalRunner(timeout_sec=60))
         per_trial = (time.monotonic() - t0) / n
         print(f"[tuning] {wl.name} {wl.dtype} {wl.shape}: {trials_done(work_dir)}/{trials} trials "
@@ -105,11 +155,16 @@ def best_schedule(db: ms.database.Database, wl: Workload, target: tvm.target.Tar
 
 
 def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
-    """Per trial (in the order tuned): its GFLOP/s as MetaSchedule measured it, and the best so far."""
-    db = open_database(work_dir)
+    """Per trial, in the order tuned: its GFLOP/s as MetaSchedule measured it, and the best so far.
+
+    Read from the record file line by line: ``get_all_tuning_records`` returns the records sorted fastest
+    first, which would make every curve look flat from the first trial.
+    """
+    path = work_dir / "database_tuning_record.json"
+    lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     rows = []
-    for i, rec in enumerate(db.get_all_tuning_records()):
-        secs = [float(s) for s in rec.run_secs] if rec.run_secs else []
+    for i, line in enumerate(lines):
+        secs = [float(s) for s in json.loads(line)[1][1] or []]  # [workload, [trace, run_secs, target, args]]
         ok = bool(secs) and all(np.isfinite(secs)) and min(secs) < 1e9
         rows.append({"trial": i + 1, "gflops": flops / float(np.mean(secs)) / 1e9 if ok else 0.0})
     df = pd.DataFrame(rows, columns=["trial", "gflops"])
@@ -128,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, required=True)
     p.add_argument("--chunk", type=int, default=64)
     p.add_argument("--seconds", type=float, default=None, help="stop before this many seconds have passed")
+    p.add_argument("--space", choices=SPACES, default="default")
     a = p.parse_args(argv)
     wl = gemm(*a.sizes, dtype=a.dtype)
-    tune(wl, work_dir_for(project_root(), wl), trials=a.trials, chunk=a.chunk, seconds=a.seconds)
+    tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=a.seconds,
+         space=a.space)
     return 0
 
 

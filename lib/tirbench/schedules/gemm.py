@@ -50,11 +50,11 @@ def _require_fetch(rows: int, tile_k: int, threads: int, vector: int, *, operand
                          f"{threads} threads x {vector}-element copies")
 
 
-def _bind_blocks(sch: s_tir.Schedule, by: s_tir.LoopRV, bx: s_tir.LoopRV, raster: int) -> None:
+def _bind_blocks(sch: s_tir.Schedule, by: s_tir.LoopRV, bx: s_tir.LoopRV, raster: int | s_tir.ExprRV) -> None:
     """Bind the block-row and block-column loops to blockIdx.x. ``raster > 1``: blocks launched together cover
     ``raster`` block rows at a time (column by column) instead of whole block rows, so the A and B panels they
-    read overlap more and stay in L2."""
-    if raster > 1:
+    read overlap more and stay in L2. A sampled ``raster`` (an ExprRV) always gets the split."""
+    if not isinstance(raster, int) or raster > 1:
         by, by_in = sch.split(by, factors=[None, raster])
         sch.reorder(by, bx, by_in)
         sch.bind(sch.fuse(by, bx, by_in), "blockIdx.x")
@@ -108,28 +108,48 @@ def gemm_v1_local(sch: s_tir.Schedule, *, thread_tile: tuple[int, int] = (8, 8),
     return sch
 
 
+#: Fragment prefetching in the pipelined kernels: "none" loads the A/B fragments of a k step in that step;
+#: "k_step" loads them one k step ahead within a k tile (register double buffering); "next_tile" also loads the
+#: first k step of the next tile during this tile's last k step (needs stages >= 3, as in CUTLASS).
+PREFETCH = ("none", "k_step", "next_tile")
+
+
+def _require_prefetch(prefetch: str, stages: int) -> None:
+    if prefetch not in PREFETCH:
+        raise ValueError(f"prefetch={prefetch!r}: expected one of {', '.join(map(repr, PREFETCH))}")
+    if prefetch == "next_tile" and stages < 3:
+        raise ValueError(f"prefetch='next_tile' needs stages >= 3 (the next tile must have landed), got {stages}")
+
+
 def _pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: bool,
-              ki: s_tir.LoopRV | None = None) -> None:
+              ki: s_tir.LoopRV | None = None, next_tile: bool = False) -> None:
     """Software-pipeline the k-tile loop ``ko`` (body: A copy, B copy, math) over ``stages`` shared buffers.
 
     ``ki``: also pipeline the fragment loads inside a tile (body: A load, B load, math), one k step ahead;
-    ``ko``'s body then is [A copy, B copy, ki prologue, ki loop, ki epilogue].
+    ``ko``'s body then is [A copy, B copy, ki prologue, ki loop, ki epilogue]. ``next_tile``: the ki prologue
+    (first fragments) runs one stage early, between this tile's ki loop and its epilogue (last k step).
     """
-    body = [stages - 1]
     if ki is not None:
         sch.annotate(ki, "software_pipeline_stage", [0, 0, 1])
         sch.annotate(ki, "software_pipeline_order", [0, 1, 2])
-        body = body * 3
-    if stages > 1:
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, *body])
-        sch.annotate(ko, "software_pipeline_order", list(range(2 + len(body))))
-        if async_copy:
-            sch.annotate(ko, "software_pipeline_async_stages", [0])
+    if stages == 1:
+        return
+    last = stages - 1
+    if ki is None:
+        stage, order = [0, 0, last], [0, 1, 2]
+    elif next_tile:
+        stage, order = [0, 0, last - 1, last, last], [0, 1, 3, 2, 4]
+    else:
+        stage, order = [0, 0, last, last, last], [0, 1, 2, 3, 4]
+    sch.annotate(ko, "software_pipeline_stage", stage)
+    sch.annotate(ko, "software_pipeline_order", order)
+    if async_copy:
+        sch.annotate(ko, "software_pipeline_async_stages", [0])
 
 
 def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int] | None,
           thread_tile: tuple[int, int], tile_k: int, vector: int = 1, fragments: bool = False,
-          stages: int = 1, async_copy: bool = False, raster: int = 1) -> s_tir.Schedule:
+          stages: int = 1, async_copy: bool = False, raster: int = 1, prefetch: str = "none") -> s_tir.Schedule:
     """Shared-memory tiled SIMT GEMM; v2..v5 switch its features on one by one.
 
     Each thread accumulates a ``thread_tile`` of C in registers. Threads are laid out row-major over the block
@@ -140,7 +160,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     the float4 alignment, notes P10). ``fragments``: the
     A/B values of one k go through registers. ``stages > 1``: multi-buffered shared tiles, the next tiles'
     copies overlapping this tile's math; ``async_copy``: by cp.async (4-byte copies for the transposed A).
-    ``raster``: the block order (see ``_bind_blocks``).
+    ``raster``: the block order (see ``_bind_blocks``). ``prefetch``: see ``PREFETCH`` (needs ``fragments``).
     """
     _, m, n, k = _gemm_block(sch)
     (bm, bn), (tm, tn) = block_tile, thread_tile
@@ -159,6 +179,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     threads = bm * bn // (tm * tn)
     require_threads(threads, param="block_tile/thread_tile")
     _require_stages(stages)
+    _require_prefetch(prefetch, stages)
     require_divides(m // bm, raster, param="raster", axis="the block rows")
     if vector > 1:
         _require_multiple(tm, vector, param="thread_tile[0]")
@@ -173,7 +194,24 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     by, wy, ly, ti = sch.split(i, factors=[None, bm // wm, wm // tm, tm])
     bx, wx, lx, tj = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
     ko, ki = sch.split(kk, factors=[None, tile_k])
-    sch.reorder(by, bx, wy, wx, ly, lx, ko, ki, ti, tj)
+    _simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=threads,
+               vector=vector, fragments=fragments, stages=stages, async_copy=async_copy, raster=raster,
+               prefetch=prefetch)
+    return sch
+
+
+def _simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.LoopRV, ...],
+               cols: tuple[s_tir.LoopRV, ...], k_loops: tuple[s_tir.LoopRV, s_tir.LoopRV], threads: int | None,
+               vector: int, fragments: bool, stages: int, async_copy: bool, raster: int | s_tir.ExprRV,
+               prefetch: str = "none") -> None:
+    """The loop nest of ``_simt`` once the loops are split, shared with the MetaSchedule space (``gemm_space``).
+
+    ``rows`` / ``cols``: (block, warp, lane, *thread-tile loops) of m / n; ``k_loops``: (k tile, k in tile).
+    ``threads=None``: the threads per block are not known while scheduling (sampled tile sizes), so the
+    cooperative fetches are left to MetaSchedule's ``RewriteCooperativeFetch`` postprocessor.
+    """
+    (by, wy, ly, *ti), (bx, wx, lx, *tj), (ko, ki) = rows, cols, k_loops
+    sch.reorder(by, bx, wy, wx, ly, lx, ko, ki, *ti, *tj)
     _bind_blocks(sch, by, bx, raster)
     tx = sch.fuse(wy, wx, ly, lx)
     sch.bind(tx, "threadIdx.x")
@@ -187,7 +225,11 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
             sch.transform_layout(tile, ("write", 0), lambda r, c: (c, r))
             sch.storage_align(tile, 0, axis=0, factor=32, offset=vector)
             vec = 1 if async_copy else vector  # cp.async needs a contiguous destination
-        fetch, t, v = sch.split(sch.fuse(*sch.get_loops(tile)[-2:]), factors=[None, threads, vec])
+        fused = sch.fuse(*sch.get_loops(tile)[-2:])
+        if threads is None:  # the postprocessor reads the vector width from a (one-candidate) sampled value
+            sch.annotate(tile, "meta_schedule.cooperative_fetch", sch.sample_categorical([vec], [1.0]))
+            continue
+        fetch, t, v = sch.split(fused, factors=[None, threads, vec])
         sch.bind(t, "threadIdx.x")
         sch.vectorize(v)
         sch.unroll(fetch)
@@ -197,11 +239,11 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
             sch.compute_at(frag, ki)
             sch.vectorize(sch.split(sch.get_loops(frag)[-1], factors=[None, vector])[1])
     sch.decompose_reduction(blk, ko)
-    for loop in (ki, ti, tj):
+    for loop in (ki, *ti, *tj):
         sch.unroll(loop)
     sch.vectorize(sch.split(sch.get_loops(c_local)[-1], factors=[None, vector])[1])
-    _pipeline(sch, ko, stages, async_copy)
-    return sch
+    _pipeline(sch, ko, stages, async_copy, ki=ki if fragments and prefetch != "none" else None,
+              next_tile=prefetch == "next_tile")
 
 
 def gemm_v2_shared(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -229,23 +271,24 @@ def gemm_v4_pipelined(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                        warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                        tile_k: int = 8, stages: int = 3, async_copy: bool = True,
-                       raster: int = 1) -> s_tir.Schedule:
+                       raster: int = 1, prefetch: str = "none") -> s_tir.Schedule:
     """v4 with a block -> warps -> threads hierarchy: each warp's 32 threads cover a compact ``warp_tile``
     (default 8 x 4 threads of 8x8 outputs = 64x32), so a warp reads fewer distinct A/B values from shared
     memory per k step (96 instead of 144 floats for the v4 layout). ``raster``: blocks ordered in groups of
-    that many block rows, for L2 reuse."""
+    that many block rows, for L2 reuse. ``prefetch``: fragment loads ahead of the math (``PREFETCH``)."""
     return _simt(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
-                 vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster)
+                 vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch)
 
 
 def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
-                 tile_k: int, stages: int, async_copy: bool, raster: int = 1) -> s_tir.Schedule:
+                 tile_k: int, stages: int, async_copy: bool, raster: int = 1,
+                 prefetch: str = "none") -> s_tir.Schedule:
     """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
 
     Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
     go to shared memory (16-byte copies; rows padded by 8 halves so fragment loads are conflict-free),
-    fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``mma`` also pipelines
-    the fragment loads one k step ahead of the math.
+    fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``prefetch`` (``mma`` only,
+    see ``PREFETCH``): how far ahead of the math the fragment loads run.
     """
     blk, m, n, k = _gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
@@ -260,6 +303,9 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
         _require_multiple(value, 16, param=param)
     _require_stages(stages)
+    _require_prefetch(prefetch, stages)
+    if not mma and prefetch != "none":
+        raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
     require_divides(m // bm, raster, param="raster", axis="the block rows")
     warps = (bm // wm) * (bn // wn)
     require_threads(warps * WARP, param="block_tile/warp_tile")
@@ -328,7 +374,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], intrins["init"])
     sch.tensorize(store, intrins["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], intrins["compute"])
-    _pipeline(sch, ko, stages, async_copy, ki=ki if mma else None)
+    _pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
     return sch
 
 
@@ -341,12 +387,39 @@ def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128
 
 def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                 warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
-                async_copy: bool = True, raster: int = 1) -> s_tir.Schedule:
+                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step") -> s_tir.Schedule:
     """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
-    shared-memory pipeline, fragment loads pipelined one k step ahead of the math. ``raster``: blocks ordered
-    in groups of that many block rows, for L2 reuse."""
+    shared-memory pipeline, fragment loads ahead of the math (``prefetch``, default one k step: see
+    ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse."""
     return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
-                        async_copy=async_copy, raster=raster)
+                        async_copy=async_copy, raster=raster, prefetch=prefetch)
+
+
+def gemm_v5_space(sch: s_tir.Schedule, *, stages: int = 3, prefetch: str = "none") -> s_tir.Schedule:
+    """v5's template with its tile sizes left to MetaSchedule: a design space for ``ScheduleFn``.
+
+    The block, warp and thread tiles are ``sample_perfect_tile`` decisions (thread tiles of 4 or 8 per axis, so
+    fragments and C stores stay float4), ``tile_k`` is ``sample_categorical`` over 8/16/32 and the block order
+    (``raster``) another perfect tile; ``stages`` and ``prefetch`` are fixed per space. The search measures
+    each sample; ``VerifyGPUCode`` drops those with too many threads or too much shared memory.
+    """
+    blk, m, n, k = _gemm_block(sch)
+    _require_stages(stages)
+    _require_prefetch(prefetch, stages)
+    for extent, axis in ((m, "m"), (n, "n")):
+        require_divides(extent, 8, param="thread_tile", axis=axis)
+    require_divides(k, 32, param="tile_k", axis="k")
+    i, j, kk = sch.get_loops(blk)
+    i, i4 = sch.split(i, factors=[None, 4])
+    j, j4 = sch.split(j, factors=[None, 4])
+    rows = sch.split(i, factors=sch.sample_perfect_tile(i, n=4, max_innermost_factor=2))
+    cols = sch.split(j, factors=sch.sample_perfect_tile(j, n=4, max_innermost_factor=2))
+    tile_k = sch.sample_categorical(candidates=[8, 16, 32], probs=[1 / 3] * 3)
+    ko, ki = sch.split(kk, factors=[None, tile_k])
+    raster = sch.sample_perfect_tile(rows[0], n=2, max_innermost_factor=8)[1]
+    _simt_nest(sch, blk, rows=(*rows, i4), cols=(*cols, j4), k_loops=(ko, ki), threads=None, vector=4,
+               fragments=True, stages=stages, async_copy=True, raster=raster, prefetch=prefetch)
+    return sch
 
 
 #: The ladder, slowest first: name -> (helper, its default kwargs spelled out, input dtype of the workload).
@@ -362,7 +435,7 @@ LADDER: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
                                            "tile_k": 8, "stages": 3, "async_copy": True}, "float32"),
     "v6_wmma": (gemm_v6_wmma, {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 32}, "float16"),
     "v7_mma_ldmatrix": (gemm_v7_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3,
-                                      "async_copy": True}, "float16"),
+                                      "async_copy": True, "prefetch": "k_step"}, "float16"),
 }
 
 #: Tile configurations the notebook sweeps per size for the two top rungs (each overrides LADDER's defaults).
@@ -383,6 +456,8 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "raster": 8},
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 2, "raster": 8},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 3, "raster": 8,
+         "prefetch": "next_tile"},
         {"block_tile": (128, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (64, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
         {"block_tile": (64, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
