@@ -439,7 +439,8 @@ LADDER: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
 }
 
 #: Tile configurations the notebook sweeps per size for the two top rungs (each overrides LADDER's defaults).
-#: Chosen from an exploration on an H200 (docs/notes-gemm.md): big block tiles win at 4096^3, where there are
+#: Chosen from explorations on an H200 (docs/notes-gemm.md; the 128x256 / 32x64 / k_step one is the tiling the v5-space
+#: MetaSchedule search found at 4096^3): big block tiles win at 4096^3, where there are
 #: blocks enough for every SM; 64x64 blocks win at 1024^3, where 128x128 blocks would leave half the SMs idle.
 SWEEP: dict[str, list[dict[str, Any]]] = {
     "v5_warp_tiled": [
@@ -448,6 +449,8 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
          "raster": 4},
+        {"block_tile": (128, 256), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 16, "stages": 2,
+         "raster": 4, "prefetch": "k_step"},
         {"block_tile": (64, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
