@@ -439,8 +439,9 @@ LADDER: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
 }
 
 #: Tile configurations the notebook sweeps per size for the two top rungs (each overrides LADDER's defaults).
-#: Chosen from explorations on an H200 (docs/notes-gemm.md; the 128x256 / 32x64 / k_step one is the tiling the v5-space
-#: MetaSchedule search found at 4096^3): big block tiles win at 4096^3, where there are
+#: Chosen from explorations on an H200 (docs/notes-gemm.md; the 128x256 / 32x64 / k_step one has the tile sizes the
+#: v5-space search found at 4096^3, but v5's lane order, and is slower than the search's kernel): big block tiles win
+#: at 4096^3, where there are
 #: blocks enough for every SM; 64x64 blocks win at 1024^3, where 128x128 blocks would leave half the SMs idle.
 SWEEP: dict[str, list[dict[str, Any]]] = {
     "v5_warp_tiled": [
