@@ -89,3 +89,16 @@ def test_v5_space_best_replays_with_cp_async(tmp_path):
     sch = best_schedule(open_database(tmp_path / "db"), WL, space_target("v5"))
     with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
         assert "cp.async" in device_source(sch)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["gemm", "1024", "1024", "1024", "--dtype", "float16", "--space", "v5", "--trials", "1"], "fp32 GEMM template"),
+    (["gemm", "1024", "1024", "0", "--trials", "1"], "k must be a positive integer"),
+])
+def test_cli_bad_input_is_one_line(argv, message, capsys):
+    from tirbench.tuning import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)

@@ -185,9 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="stop before this many seconds have passed")
     p.add_argument("--space", choices=SPACES, default="default")
     a = p.parse_args(argv)
-    wl = gemm(*a.sizes, dtype=a.dtype)
-    tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=a.seconds,
-         space=a.space)
+    try:
+        wl = gemm(*a.sizes, dtype=a.dtype)
+        tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=a.seconds,
+             space=a.space)
+    except (ValueError, RuntimeError) as err:  # bad sizes/dtype/space, no GPU: one line, exit status 2
+        p.error(str(err))
     return 0
 
 
