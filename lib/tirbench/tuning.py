@@ -60,6 +60,14 @@ def uses_tensor_cores(wl: Workload) -> bool:
     return wl.dtype in ("float16", "int8")
 
 
+def tuned_pass_config(wl: Workload, space: str = "default") -> dict[str, bool]:
+    """The PassContext config a kernel tuned for ``wl`` in ``space`` is built with (the builders' ``f_build``
+    applies the same one): tensor-core candidates, the v5 space's cp.async copies, or none."""
+    if uses_tensor_cores(wl):
+        return TENSOR_CORE_PASS_CONFIG
+    return SIMT_ASYNC_CONFIG if space == "v5" else {}
+
+
 def _require_space(wl: Workload, space: str) -> None:
     if space not in SPACES:
         raise ValueError(f"space={space!r}: expected one of {', '.join(map(repr, SPACES))}")
@@ -104,10 +112,15 @@ def open_database(work_dir: Path) -> ms.database.JSONDatabase:
     return ms.database.JSONDatabase(work_dir=str(work_dir))
 
 
+def _record_lines(work_dir: Path) -> list[str]:
+    """The database's tuning records, one JSON line each, in the order they were measured."""
+    path = work_dir / "database_tuning_record.json"
+    return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 def trials_done(work_dir: Path) -> int:
     """Tuning records already in the database (0 when there is none)."""
-    path = work_dir / "database_tuning_record.json"
-    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+    return len(_record_lines(work_dir))
 
 
 def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
@@ -160,10 +173,8 @@ def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
     Read from the record file line by line: ``get_all_tuning_records`` returns the records sorted fastest
     first, which would make every curve look flat from the first trial.
     """
-    path = work_dir / "database_tuning_record.json"
-    lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     rows = []
-    for i, line in enumerate(lines):
+    for i, line in enumerate(_record_lines(work_dir)):
         secs = [float(s) for s in json.loads(line)[1][1] or []]  # [workload, [trace, run_secs, target, args]]
         ok = bool(secs) and all(np.isfinite(secs)) and min(secs) < 1e9
         rows.append({"trial": i + 1, "gflops": flops / float(np.mean(secs)) / 1e9 if ok else 0.0})

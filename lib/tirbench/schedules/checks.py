@@ -12,10 +12,15 @@ def loop_extent(sch: s_tir.Schedule, loop: s_tir.LoopRV) -> int:
     return int(sch.get(loop).extent)
 
 
+def require_positive_int(value: int, *, param: str) -> None:
+    """ValueError unless ``value`` is an int (not a bool) above zero."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{param} must be a positive integer, got {value!r}")
+
+
 def require_divides(extent: int, factor: int, *, param: str, axis: str) -> None:
     """ValueError unless ``factor`` is a positive divisor of ``extent``."""
-    if not isinstance(factor, int) or isinstance(factor, bool) or factor <= 0:
-        raise ValueError(f"{param} must be a positive integer, got {factor!r}")
+    require_positive_int(factor, param=param)
     if extent % factor:
         raise ValueError(f"{param}={factor} does not divide {axis}={extent}: pick a divisor of {extent}")
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from tvm import s_tir
 
-from tirbench.schedules.checks import loop_extent, require_divides, require_threads
+from tirbench.schedules.checks import loop_extent, require_divides, require_positive_int, require_threads
 
 WARP = 32
 #: Shared memory one block may use on Hopper (227 KB). The tiles live in dynamic shared memory ("shared.dyn"),
@@ -30,11 +30,6 @@ def _gemm_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, int, int, int]:
 def _require_multiple(value: int, unit: int, *, param: str) -> None:
     if value % unit:
         raise ValueError(f"{param}={value} must be a multiple of {unit}")
-
-
-def _require_stages(stages: int) -> None:
-    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 1:
-        raise ValueError(f"stages must be a positive integer, got {stages!r}")
 
 
 def _require_shared(nbytes: int, *, block_tile: tuple[int, int], tile_k: int, stages: int) -> None:
@@ -178,7 +173,7 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
         raise ValueError(f"warp_tile={warp_tile} / thread_tile={thread_tile} gives {lanes} lanes, not {WARP}")
     threads = bm * bn // (tm * tn)
     require_threads(threads, param="block_tile/thread_tile")
-    _require_stages(stages)
+    require_positive_int(stages, param="stages")
     _require_prefetch(prefetch, stages)
     require_divides(m // bm, raster, param="raster", axis="the block rows")
     if vector > 1:
@@ -302,7 +297,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
     for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
         _require_multiple(value, 16, param=param)
-    _require_stages(stages)
+    require_positive_int(stages, param="stages")
     _require_prefetch(prefetch, stages)
     if not mma and prefetch != "none":
         raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
@@ -404,7 +399,7 @@ def gemm_v5_space(sch: s_tir.Schedule, *, stages: int = 3, prefetch: str = "none
     each sample; ``VerifyGPUCode`` drops those with too many threads or too much shared memory.
     """
     blk, m, n, k = _gemm_block(sch)
-    _require_stages(stages)
+    require_positive_int(stages, param="stages")
     _require_prefetch(prefetch, stages)
     for extent, axis in ((m, "m"), (n, "n")):
         require_divides(extent, 8, param="thread_tile", axis=axis)
