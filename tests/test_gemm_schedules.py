@@ -14,7 +14,7 @@ from tirbench.harness import run_checked
 from tirbench.machine import cpu_target
 from tirbench.schedules.gemm import (LADDER, SIMT_ASYNC_CONFIG, gemm_pass_config, gemm_v0_naive, gemm_v1_local,
                                      gemm_v2_shared, gemm_v3_vectorized, gemm_v5_space, gemm_v5_warp_tiled,
-                                     gemm_v6_wmma, gemm_v7_mma)
+                                     gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma)
 from tirbench.workloads.gemm import gemm
 
 SIZE = 1024
@@ -27,6 +27,8 @@ EXPECTED = {
     "v5_warp_tiled": ("__shared__", "float4", "cp.async.cg.shared.global", "cp.async.wait_group"),
     "v6_wmma": ("__shared__", "wmma::mma_sync", "wmma::load_matrix_sync"),
     "v7_mma_ldmatrix": ("__shared__", "mma.sync.aligned.m16n8k16", "ldmatrix.sync", "cp.async.cg.shared.global"),
+    "v8_wgmma": ("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.fence", "wgmma.commit_group",
+                 "wgmma.wait_group", "fence.proxy.async", "cp.async.cg.shared.global", "float2"),
 }
 
 
@@ -105,6 +107,14 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v5_space(_sch(), stages=0), "stages"),
     (lambda: gemm_v5_space(_sch(), stages=2, prefetch="next_tile"), "stages >= 3"),
     (lambda: gemm_v5_space(s_tir.Schedule(gemm(1024, 1024, 48).mod)), "tile_k"),
+    (lambda: gemm_v8_wgmma(_sch("float32")), "float16"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), block_tile=(96, 128)), r"block_tile\[0\]"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), block_tile=(128, 512)), "N=256"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), block_tile=(1024, 128)), "threads"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), tile_k=32), "tile_k must be 64"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), tile_k=24, layout="interleaved"), "tile_k"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), layout="swizzle64"), "layout"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), stages=8, block_tile=(128, 256)), "shared"),
     (lambda: gemm_pass_config("v9"), "variant"),
 ])
 def test_bad_parameters_raise(call, param):
@@ -148,3 +158,34 @@ def test_v5_space_samples_differ_and_compile():
                 assert "cp.async" in device_source(sch)
             compiled += 1
     assert len(decisions) > 6 and compiled == 2
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "swizzle128"])
+def test_wgmma_shared_layouts_are_bijective(layout):
+    """Every element of a 128 x 64 A tile and a 64 x 256 B tile gets its own shared-memory slot."""
+    from tirbench.schedules.wgmma_intrin import a_layout, b_layout
+
+    a_slots = {a_layout(layout, r, k) for r in range(128) for k in range(64)}
+    b_slots = {b_layout(layout, k, n) for k in range(64) for n in range(256)}
+    assert len(a_slots) == 128 * 64 and len(b_slots) == 64 * 256
+
+
+def test_wgmma_swizzle_spreads_a_column_over_all_chunks():
+    """The 16-byte chunk holding k = 0..7 of rows 0..7 moves to eight different chunks (bank groups)."""
+    from tirbench.schedules.wgmma_intrin import a_layout
+
+    assert sorted(a_layout("swizzle128", r, 0)[2] for r in range(8)) == list(range(8))
+    assert {a_layout("interleaved", r, 0)[1] for r in range(8)} == {0}
+
+
+def test_wgmma_accumulator_layout_round_trips():
+    """register_of (element -> register) and _element_of (lane, register -> element) are inverse on 16 x 16."""
+    from tirbench.schedules.wgmma_intrin import _element_of, lane_layout
+
+    seen = set()
+    for lane in range(32):
+        for reg in range(8):
+            i, j = _element_of(lane, reg)
+            assert lane_layout(i, j) == (lane, reg)
+            seen.add((i, j))
+    assert len(seen) == 256

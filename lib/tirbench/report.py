@@ -31,7 +31,7 @@ HEADLINES: list[tuple[str, Headline]] = [
     ("02_window_sum", Headline(("67108864x3", "67108864"), "copy", "gbps")),
     ("03_gemm", Headline(("4096x4096x4096",), "cublas_{dtype}", "gflops")),
     ("03_gemm", Headline(("1024x1024x1024",), "cublas_{dtype}", "gflops",
-                         ("v5_best", "v7_best", "metaschedule_float32", "metaschedule_v5_space_float32",
+                         ("v5_best", "v7_best", "v8_best", "metaschedule_float32", "metaschedule_v5_space_float32",
                           "cublas_float32", "cublas_float16"))),
 ]
 UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}

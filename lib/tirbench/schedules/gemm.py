@@ -7,6 +7,7 @@ and checks its parameters first. The tensor-core helpers (v6, v7) need a float16
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from tvm import s_tir
@@ -390,6 +391,83 @@ def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128)
                         async_copy=async_copy, raster=raster, prefetch=prefetch)
 
 
+def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 64,
+                  stages: int = 3, raster: int = 1, layout: str = "swizzle128") -> s_tir.Schedule:
+    """fp16 tensor cores through Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a), operands read from shared
+    memory by descriptor: every warp owns 16 rows x the whole block width; four warps form a warpgroup that
+    multiplies its 64 rows per ``wgmma`` (``tirbench.schedules.wgmma_intrin``). cp.async fills a ``stages``-deep
+    pipeline of tiles stored in one of wgmma's shared-memory ``layout``s (``"swizzle128"`` needs ``tile_k`` = 64;
+    ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C."""
+    from tirbench.schedules import wgmma_intrin
+
+    blk, m, n, k = _gemm_block(sch)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "float16":
+        raise ValueError(f"wgmma needs float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
+    bm, bn = block_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    _require_multiple(bm, 64, param="block_tile[0]")  # whole warpgroups of 64 rows
+    _require_multiple(bn, 16, param="block_tile[1]")
+    if bn > wgmma_intrin.MAX_N:
+        raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma_intrin.MAX_N} columns")
+    _require_multiple(tile_k, 16, param="tile_k")
+    if layout not in wgmma_intrin.LAYOUTS:
+        raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma_intrin.LAYOUTS))}")
+    if layout == "swizzle128" and tile_k != 64:
+        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds rows of 64 halves, so tile_k must be 64")
+    require_positive_int(stages, param="stages")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = bm // 16
+    require_threads(warps * WARP, param="block_tile[0]")
+    _require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
+    _require_fetch(bn, tile_k, warps * WARP, 8, operand="B")
+    _require_shared(stages * (bm + bn) * tile_k * 2, block_tile=block_tile, tile_k=tile_k, stages=stages)
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    bx, jn = sch.split(j, factors=[None, bn])
+    ko, kt = sch.split(kk, factors=[None, tile_k])
+    sch.reorder(i, bx, ko, i16, jn, kt)
+    tile = sch.blockize(i16)  # block "C_o": one warp's 16 x bn x tile_k product
+    by, warp = sch.split(i, factors=[None, warps])
+    sch.reorder(by, bx, warp, ko)
+    _bind_blocks(sch, by, bx, raster)
+    sch.bind(warp, "threadIdx.y")
+    for idx, place in enumerate((wgmma_intrin.a_layout, wgmma_intrin.b_layout)):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), functools.partial(place, layout),
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        r, r8 = sch.split(r, factors=[None, 8])
+        c, c8 = sch.split(c, factors=[None, 8])
+        if layout == "interleaved":  # consecutive threads fill consecutive 16 B rows of a core matrix
+            sch.reorder(r, c, r8, c8)
+            threads = sch.fuse(r, c, r8)
+        else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
+            threads = sch.fuse(r, r8, c)
+        _, ty, tx = sch.split(threads, factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(c8)
+    acc = sch.cache_write(tile, 0, "local")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+    # Each lane keeps the registers wgmma gives it: (16-column tile, register). The map drops the lane, so it is
+    # not injective over the warp's 16 rows, which TVM cannot check; it holds per thread, which is what "local"
+    # storage is, and every block touching these registers is tensorized with intrinsics written for it.
+    sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma_intrin.register_of(r, c),
+                         assume_injective_transform=True)
+    names = wgmma_intrin.intrin_names(bn, tile_k, layout)
+    sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], names["init"])
+    sch.tensorize(sch.get_loops(acc)[-2], names["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], names["compute"])
+    _pipeline(sch, ko, stages, async_copy=True)
+    return sch
+
+
 def gemm_v5_space(sch: s_tir.Schedule, *, stages: int = 3, prefetch: str = "none") -> s_tir.Schedule:
     """v5's template with its tile sizes left to MetaSchedule: a design space for ``ScheduleFn``.
 
@@ -431,13 +509,15 @@ LADDER: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
     "v6_wmma": (gemm_v6_wmma, {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 32}, "float16"),
     "v7_mma_ldmatrix": (gemm_v7_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3,
                                       "async_copy": True, "prefetch": "k_step"}, "float16"),
+    "v8_wgmma": (gemm_v8_wgmma, {"block_tile": (128, 128), "tile_k": 64, "stages": 3, "raster": 1,
+                                 "layout": "swizzle128"}, "float16"),
 }
 
-#: Tile configurations the notebook sweeps per size for the two top rungs (each overrides LADDER's defaults).
-#: Chosen from explorations on an H200 (docs/notes-gemm.md; the 128x256 / 32x64 / k_step one has the tile sizes the
-#: v5-space search found at 4096^3, but v5's lane order, and is slower than the search's kernel): big block tiles win
-#: at 4096^3, where there are
-#: blocks enough for every SM; 64x64 blocks win at 1024^3, where 128x128 blocks would leave half the SMs idle.
+#: Tile configurations the notebook sweeps per size for the top rungs (each overrides LADDER's defaults).
+#: Chosen from explorations on an H100/H200 (docs/notes-gemm.md; the 128x256 / 32x64 / k_step v5 one has the tile
+#: sizes the v5-space search found at 4096^3, but v5's lane order, and is slower than the search's kernel): big block
+#: tiles win at 4096^3, where there are blocks enough for every SM; small ones win at 1024^3, where 128x128 blocks
+#: would leave half the SMs idle. v8's 128x128, 3-stage tile fits two blocks per SM (96 KB of shared memory each).
 SWEEP: dict[str, list[dict[str, Any]]] = {
     "v5_warp_tiled": [
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
@@ -461,6 +541,15 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (64, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
         {"block_tile": (64, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
     ],
+    "v8_wgmma": [
+        {"block_tile": (128, 128), "stages": 3, "raster": 8},
+        {"block_tile": (128, 128), "stages": 4, "raster": 8},
+        {"block_tile": (128, 256), "stages": 4, "raster": 8},
+        {"block_tile": (256, 128), "stages": 3, "raster": 8},
+        {"block_tile": (64, 128), "stages": 4},
+        {"block_tile": (128, 64), "stages": 4},
+        {"block_tile": (128, 256), "stages": 4, "layout": "interleaved"},  # the lesson: unswizzled is ~3x slower
+    ],
 }
 
 #: cp.async in the SIMT kernels: the pipeline's copies become cp.async only with ``use_async_copy``, and the
@@ -475,4 +564,4 @@ def gemm_pass_config(variant: str) -> dict[str, bool]:
     if variant not in LADDER:
         raise ValueError(f"variant={variant!r}: expected one of {', '.join(LADDER)}")
     return {"v4_pipelined": SIMT_ASYNC_CONFIG, "v5_warp_tiled": SIMT_ASYNC_CONFIG,
-            "v7_mma_ldmatrix": MMA_ASYNC_CONFIG}.get(variant, {})
+            "v7_mma_ldmatrix": MMA_ASYNC_CONFIG, "v8_wgmma": MMA_ASYNC_CONFIG}.get(variant, {})
