@@ -179,13 +179,13 @@ def test_wgmma_swizzle_spreads_a_column_over_all_chunks():
 
 
 def test_wgmma_accumulator_layout_round_trips():
-    """register_of (element -> register) and _element_of (lane, register -> element) are inverse on 16 x 16."""
-    from tirbench.schedules.wgmma_intrin import _element_of, lane_layout
+    """register_of (element -> register) and element_of (lane, register -> element) are inverse on 16 x 16."""
+    from tirbench.schedules.wgmma_intrin import element_of, lane_layout
 
     seen = set()
     for lane in range(32):
         for reg in range(8):
-            i, j = _element_of(lane, reg)
+            i, j = element_of(lane, reg)
             assert lane_layout(i, j) == (lane, reg)
             seen.add((i, j))
     assert len(seen) == 256

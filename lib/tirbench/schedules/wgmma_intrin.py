@@ -17,7 +17,7 @@ Shared-memory layouts (``LAYOUTS``; the PTX ISA's canonical layouts, in 8 x 8 "c
   B as ``[n // 64, k, chunk ^ k % 8, n % 8]`` (a chunk is 8 consecutive k or n).
 - The accumulators stay in registers, ``(n // 16, register)`` per lane: the layout of TVM's mma.sync
   intrinsics (``shared_16x16_to_ldmatrix_32x8_layout``) without the lane, which is register for register the
-  wgmma layout of a warp's 16 rows. Fill and store intrinsics for that layout come with the product's.
+  wgmma layout of a warp's 16 rows; this module also registers the fill and store intrinsics for it.
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def register_of(i: tirx.PrimExpr, j: tirx.PrimExpr) -> tuple[tirx.PrimExpr, tirx
     return j // 16, lane_layout(i % 16, j % 16)[1]
 
 
-def _element_of(lane: tirx.PrimExpr, reg: int) -> tuple[tirx.PrimExpr, int | tirx.PrimExpr]:
+def element_of(lane: tirx.PrimExpr, reg: int) -> tuple[tirx.PrimExpr, int | tirx.PrimExpr]:
     """(row, column within the 16 x 16 tile) that register ``reg`` of ``lane`` holds (inverse of lane_layout)."""
     return lane // 4 + 8 * ((reg // 2) % 2), 8 * (reg // 4) + 2 * (lane % 4) + reg % 2
 
@@ -187,7 +187,7 @@ def store_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
             for tx in T.thread_binding(0, 32, "threadIdx.x"):
                 for t, pair in T.grid(nt, 4):
                     for v in T.vectorized(2):
-                        row, col = T.meta_var(_element_of(tx, 2 * pair + v))
+                        row, col = T.meta_var(element_of(tx, 2 * pair + v))
                         D[row, 16 * t + col] = C[t, 2 * pair + v]
 
     return desc, impl
