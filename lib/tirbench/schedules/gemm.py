@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from tvm import s_tir
 
+from tirbench.schedules import wgmma_intrin
 from tirbench.schedules.checks import loop_extent, require_divides, require_positive_int, require_threads
 
 WARP = 32
@@ -398,8 +399,6 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     multiplies its 64 rows per ``wgmma`` (``tirbench.schedules.wgmma_intrin``). cp.async fills a ``stages``-deep
     pipeline of tiles stored in one of wgmma's shared-memory ``layout``s (``"swizzle128"`` needs ``tile_k`` = 64;
     ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C."""
-    from tirbench.schedules import wgmma_intrin
-
     blk, m, n, k = _gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype != "float16":
