@@ -115,6 +115,7 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v8_wgmma(_sch("float16"), tile_k=24, layout="interleaved"), "tile_k"),
     (lambda: gemm_v8_wgmma(_sch("float16"), layout="swizzle64"), "layout"),
     (lambda: gemm_v8_wgmma(_sch("float16"), stages=8, block_tile=(128, 256)), "shared"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), stages=2, overlap=True), "stages >= 3"),
     (lambda: gemm_pass_config("v9"), "variant"),
 ])
 def test_bad_parameters_raise(call, param):
@@ -189,3 +190,15 @@ def test_wgmma_accumulator_layout_round_trips():
             assert lane_layout(i, j) == (lane, reg)
             seen.add((i, j))
     assert len(seen) == 256
+
+
+def test_wgmma_overlap_keeps_one_group_in_flight_over_three_buffers():
+    """overlap: each tile waits for the previous tile's wgmma group, waits for its own copies itself (one group
+    fewer than TVM's pipeline allows), and the copies rotate over three shared buffers, one per group."""
+    sch = gemm_v8_wgmma(_sch("float16"), stages=3, overlap=True)
+    with tvm.transform.PassContext(config=gemm_pass_config("v8_wgmma")):
+        src = device_source(sch)
+    loop = src[src.index("for (int r_0"):]
+    assert "wgmma_wait_group_wait_group_sync_aligned_1()" in loop
+    assert "cp_async_wait_group_async_wait_group_1();\n    tvm_builtin_cuda_cta_sync()" in loop
+    assert "% 3) * 8192)" in loop

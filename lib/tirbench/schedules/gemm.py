@@ -393,12 +393,15 @@ def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128)
 
 
 def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 64,
-                  stages: int = 3, raster: int = 1, layout: str = "swizzle128") -> s_tir.Schedule:
+                  stages: int = 3, raster: int = 1, layout: str = "swizzle128",
+                  overlap: bool = False) -> s_tir.Schedule:
     """fp16 tensor cores through Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a), operands read from shared
     memory by descriptor: every warp owns 16 rows x the whole block width; four warps form a warpgroup that
     multiplies its 64 rows per ``wgmma`` (``tirbench.schedules.wgmma_intrin``). cp.async fills a ``stages``-deep
     pipeline of tiles stored in one of wgmma's shared-memory ``layout``s (``"swizzle128"`` needs ``tile_k`` = 64;
-    ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C."""
+    ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C. ``overlap``: a k
+    tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
+    group, not its own; the copies move after the math, into the buffer that finished group read)."""
     blk, m, n, k = _gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype != "float16":
@@ -417,6 +420,8 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     if layout == "swizzle128" and tile_k != 64:
         raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds rows of 64 halves, so tile_k must be 64")
     require_positive_int(stages, param="stages")
+    if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
+        raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
     require_divides(m // bm, raster, param="raster", axis="the block rows")
     warps = bm // 16
     require_threads(warps * WARP, param="block_tile[0]")
@@ -459,11 +464,16 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     # storage is, and every block touching these registers is tensorized with intrinsics written for it.
     sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma_intrin.register_of(r, c),
                          assume_injective_transform=True)
-    names = wgmma_intrin.intrin_names(bn, tile_k, layout)
+    names = wgmma_intrin.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0)
     sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], names["compute"])
-    _pipeline(sch, ko, stages, async_copy=True)
+    if overlap:  # loop body: math first, then the copies
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
+        sch.annotate(ko, "software_pipeline_order", [1, 2, 0])
+        sch.annotate(ko, "software_pipeline_async_stages", [0])
+    else:
+        _pipeline(sch, ko, stages, async_copy=True)
     return sch
 
 
@@ -548,6 +558,12 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (64, 128), "stages": 4},
         {"block_tile": (128, 64), "stages": 4},
         {"block_tile": (128, 256), "stages": 4, "layout": "interleaved"},  # the lesson: unswizzled is ~3x slower
+        {"block_tile": (128, 128), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (128, 256), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (128, 256), "stages": 4, "raster": 8, "overlap": True},
+        {"block_tile": (256, 128), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (64, 128), "stages": 4, "overlap": True},
+        {"block_tile": (128, 64), "stages": 4, "overlap": True},
     ],
 }
 

@@ -74,8 +74,13 @@ def _accumulator(c: T.handle, nt: int) -> tirx.Buffer:
     return T.match_buffer(c, (nt, 8), "float32", scope="local", offset_factor=1)
 
 
-def wgmma_intrin(n: int, tile_k: int, layout: str) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
-    """(desc, impl) of C[16, n] += A[16, tile_k] @ B[tile_k, n] for one warp, fp16 inputs, fp32 accumulators."""
+def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """(desc, impl) of C[16, n] += A[16, tile_k] @ B[tile_k, n] for one warp, fp16 inputs, fp32 accumulators.
+
+    ``overlap_stages`` (> 1: the pipeline depth): leave this tile's wgmma group running (``wait_group 1``: the
+    previous tile's group is done) and, first, wait for this tile's copies in a pipeline whose copies follow
+    the math in the loop body (TVM's own wait assumes they precede it and allows one group too many).
+    """
     nt = n // 16
     if layout == "interleaved":
         a_shape, b_shape = (2, tile_k // 8, 8, 8), (tile_k // 8, n // 8, 8, 8)
@@ -120,12 +125,15 @@ def wgmma_intrin(n: int, tile_k: int, layout: str) -> tuple[tirx.PrimFunc, tirx.
             T.reads(C[0:nt, 0:8], A[0:a_shape[0], 0:a_shape[1], 0:8, 0:8], B[0:b_shape[0], 0:b_shape[1], 0:8, 0:8])
             T.writes(C[0:nt, 0:8])
             for _tx in T.thread_binding(0, 32, "threadIdx.x"):
+                if overlap_stages > 1:
+                    T.ptx.cp.async_.wait_group(overlap_stages - 2)
+                    T.cuda.cta_sync()
                 T.ptx.fence.proxy.async_.shared__cta()  # cp.async wrote the tiles; wgmma reads them (async proxy)
                 T.ptx.wgmma.fence.sync.aligned()
                 for kk in T.unroll(tile_k // 16):
                     T.evaluate(issue(A, B, C, kk))
                 T.ptx.wgmma.commit_group.sync.aligned()
-                T.ptx.wgmma.wait_group.sync.aligned(0)
+                T.ptx.wgmma.wait_group.sync.aligned(1 if overlap_stages > 1 else 0)
 
     return desc, impl
 
@@ -185,6 +193,7 @@ def store_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
             T.reads(C[0:nt, 0:8])
             T.writes(D[0:16, 0:n])
             for tx in T.thread_binding(0, 32, "threadIdx.x"):
+                T.ptx.wgmma.wait_group.sync.aligned(0)  # an overlapped kernel's last group may still be running
                 for t, pair in T.grid(nt, 4):
                     for v in T.vectorized(2):
                         row, col = T.meta_var(element_of(tx, 2 * pair + v))
@@ -193,9 +202,11 @@ def store_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
     return desc, impl
 
 
-def intrin_names(n: int, tile_k: int, layout: str) -> dict[str, str]:
-    """Register (once) the wgmma, fill and store intrinsics for this N, K tile and layout; return their names."""
-    made = {"compute": (f"tirbench_wgmma_m64n{n}k{tile_k}_f16f16f32_{layout}", lambda: wgmma_intrin(n, tile_k, layout)),
+def intrin_names(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> dict[str, str]:
+    """Register (once) the wgmma, fill and store intrinsics for this N, K tile, layout and overlap; return their
+    names."""
+    made = {"compute": (f"tirbench_wgmma_m64n{n}k{tile_k}_f16f16f32_{layout}_overlap{overlap_stages}",
+                        lambda: wgmma_intrin(n, tile_k, layout, overlap_stages)),
             "init": (f"tirbench_wgmma_fill_n{n}_f32", lambda: fill_intrin(n)),
             "store": (f"tirbench_wgmma_store_n{n}_f32_global", lambda: store_intrin(n))}
     for name, make in made.values():
