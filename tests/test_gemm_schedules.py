@@ -202,3 +202,13 @@ def test_wgmma_overlap_keeps_one_group_in_flight_over_three_buffers():
     assert "wgmma_wait_group_wait_group_sync_aligned_1()" in loop
     assert "cp_async_wait_group_async_wait_group_1();\n    tvm_builtin_cuda_cta_sync()" in loop
     assert "% 3) * 8192)" in loop
+
+
+@pytest.mark.parametrize("columns_outer, second", [(False, "C_local_ptr[1] = "), (True, "C_local_ptr[8] = ")])
+def test_v5_ffma_order(columns_outer, second):
+    """A thread's 8x8 multiply-adds run row by row (C[0], C[1], ...) or column by column (C[0], C[8], ...)."""
+    sch = gemm_v5_warp_tiled(_sch(), columns_outer=columns_outer)
+    with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
+        src = device_source(sch)
+    updates = re.findall(r"C_local_ptr\[\d+\] = \(C_local_ptr", src)
+    assert updates[0].startswith("C_local_ptr[0] = ") and updates[1].startswith(second)
