@@ -74,6 +74,14 @@ def _accumulator(c: T.handle, nt: int) -> tirx.Buffer:
     return T.match_buffer(c, (nt, 8), "float32", scope="local", offset_factor=1)
 
 
+def _operand(handle: T.handle, shape: tuple[int, ...]) -> tirx.Buffer:
+    return T.match_buffer(handle, shape, "float16", scope="shared.dyn", offset_factor=1)
+
+
+def _whole(buf: tirx.Buffer) -> tirx.BufferRegion:
+    return buf[tuple(slice(0, int(extent)) for extent in buf.shape)]
+
+
 def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
     """(desc, impl) of C[16, n] += A[16, tile_k] @ B[tile_k, n] for one warp, fp16 inputs, fp32 accumulators.
 
@@ -103,12 +111,10 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> t
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, a_shape, "float16", scope="shared.dyn", offset_factor=1)
-        B = T.match_buffer(b, b_shape, "float16", scope="shared.dyn", offset_factor=1)
-        C = _accumulator(c, nt)
+        A, B, C = _operand(a, a_shape), _operand(b, b_shape), _accumulator(c, nt)
         with T.sblock("root"):
-            T.reads(C[0:nt, 0:8], A[0:a_shape[0], 0:a_shape[1], 0:8, 0:8], B[0:b_shape[0], 0:b_shape[1], 0:8, 0:8])
-            T.writes(C[0:nt, 0:8])
+            T.reads(_whole(C), _whole(A), _whole(B))
+            T.writes(_whole(C))
             for i, j, k in T.grid(16, n, tile_k):
                 with T.sblock("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
@@ -118,12 +124,10 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> t
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, a_shape, "float16", scope="shared.dyn", offset_factor=1)
-        B = T.match_buffer(b, b_shape, "float16", scope="shared.dyn", offset_factor=1)
-        C = _accumulator(c, nt)
+        A, B, C = _operand(a, a_shape), _operand(b, b_shape), _accumulator(c, nt)
         with T.sblock("root"):
-            T.reads(C[0:nt, 0:8], A[0:a_shape[0], 0:a_shape[1], 0:8, 0:8], B[0:b_shape[0], 0:b_shape[1], 0:8, 0:8])
-            T.writes(C[0:nt, 0:8])
+            T.reads(_whole(C), _whole(A), _whole(B))
+            T.writes(_whole(C))
             for _tx in T.thread_binding(0, 32, "threadIdx.x"):
                 if overlap_stages > 1:
                     T.ptx.cp.async_.wait_group(overlap_stages - 2)
