@@ -1,9 +1,10 @@
 """GEMM ladder: naive -> register tiles -> shared memory -> float4 -> pipeline -> warp tiles -> tensor cores.
 
 Every helper schedules the block "C" of ``tirbench.workloads.gemm`` (row-major A[M, K] @ B[K, N], float32 C)
-and checks its parameters first. The tensor-core helpers (v6, v7) need a float16 workload and import
-``tvm.s_tir.tensor_intrin.cuda`` on first use (~35 s). Variants with cp.async must be compiled inside
-``tvm.transform.PassContext(config=gemm_pass_config(name))``; without it their copies stay synchronous.
+and checks its parameters first. The tensor-core helpers (v6, v7, v8) need a float16 workload; v6 and v7 import
+``tvm.s_tir.tensor_intrin.cuda`` on first use (~35 s), v8 registers its own intrinsics (``wgmma_intrin``).
+Variants with cp.async must be compiled inside ``tvm.transform.PassContext(config=gemm_pass_config(name))``;
+without it their copies stay synchronous.
 """
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def _gemm_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, int, int, int]:
     blk = sch.get_sblock("C")
     m, n, k = (loop_extent(sch, loop) for loop in sch.get_loops(blk))
     return blk, m, n, k
+
+
+def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -> None:
+    """ValueError unless the GEMM block reads float16 inputs (``kernel``: what needs them, for the message)."""
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "float16":
+        raise ValueError(f"{kernel} float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
 
 
 def _require_multiple(value: int, unit: int, *, param: str) -> None:
@@ -119,12 +127,14 @@ def _require_prefetch(prefetch: str, stages: int) -> None:
 
 
 def _pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: bool,
-              ki: s_tir.LoopRV | None = None, next_tile: bool = False) -> None:
+              ki: s_tir.LoopRV | None = None, next_tile: bool = False, math_first: bool = False) -> None:
     """Software-pipeline the k-tile loop ``ko`` (body: A copy, B copy, math) over ``stages`` shared buffers.
 
     ``ki``: also pipeline the fragment loads inside a tile (body: A load, B load, math), one k step ahead;
     ``ko``'s body then is [A copy, B copy, ki prologue, ki loop, ki epilogue]. ``next_tile``: the ki prologue
     (first fragments) runs one stage early, between this tile's ki loop and its epilogue (last k step).
+    ``math_first``: the body runs the math before the copies (v8's overlap; TVM's cp.async wait count still
+    assumes the copies come first, so the math must wait for its own tile).
     """
     if ki is not None:
         sch.annotate(ki, "software_pipeline_stage", [0, 0, 1])
@@ -133,7 +143,7 @@ def _pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: bo
         return
     last = stages - 1
     if ki is None:
-        stage, order = [0, 0, last], [0, 1, 2]
+        stage, order = [0, 0, last], [1, 2, 0] if math_first else [0, 1, 2]
     elif next_tile:
         stage, order = [0, 0, last - 1, last, last], [0, 1, 3, 2, 4]
     else:
@@ -296,9 +306,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     see ``PREFETCH``): how far ahead of the math the fragment loads run.
     """
     blk, m, n, k = _gemm_block(sch)
-    dtype = sch.get(blk).reads[0].source.dtype
-    if dtype != "float16":
-        raise ValueError(f"tensor cores need float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
+    _require_float16(sch, blk, kernel="tensor cores need")
     (bm, bn), (wm, wn) = block_tile, warp_tile
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
@@ -411,9 +419,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
     group, not its own; the copies move after the math, into the buffer that finished group read)."""
     blk, m, n, k = _gemm_block(sch)
-    dtype = sch.get(blk).reads[0].source.dtype
-    if dtype != "float16":
-        raise ValueError(f"wgmma needs float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
+    _require_float16(sch, blk, kernel="wgmma needs")
     bm, bn = block_tile
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
@@ -476,12 +482,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], names["compute"])
-    if overlap:  # loop body: math first, then the copies
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
-        sch.annotate(ko, "software_pipeline_order", [1, 2, 0])
-        sch.annotate(ko, "software_pipeline_async_stages", [0])
-    else:
-        _pipeline(sch, ko, stages, async_copy=True)
+    _pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
     return sch
 
 
