@@ -1,4 +1,6 @@
 """MetaSchedule wrappers on the committed tuning database: count, history, replay, and no tuning without a GPU."""
+import functools
+import pickle
 import shutil
 from pathlib import Path
 
@@ -7,9 +9,11 @@ import tvm
 
 from tirbench.cuda_source import device_source
 from tirbench.machine import has_cuda_gpu
-from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG
-from tirbench.tuning import (best_schedule, open_database, space_target, trials_done, tune, tuning_history,
-                             work_dir_for)
+from tvm import s_tir
+
+from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG, gemm_v5_warp_tiled
+from tirbench.tuning import (V5_SPACE_VARIANTS, best_schedule, build_with_config, open_database, space_target,
+                             trials_done, tune, tuned_pass_config, tuning_history, v5_space, work_dir_for)
 from tirbench.workloads import gemm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,3 +106,24 @@ def test_cli_bad_input_is_one_line(argv, message, capsys):
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_v5_space_has_both_ffma_orders():
+    """One design space per variant; the column-by-column ones carry one more loop reorder than their twins."""
+    spaces = v5_space(s_tir.Schedule(WL.mod, seed=1))
+    assert len(spaces) == len(V5_SPACE_VARIANTS) == 12
+    reorders = {variant: str(sch.trace).count("sch.reorder(") for variant, sch in zip(V5_SPACE_VARIANTS, spaces)}
+    for (stages, prefetch, columns_outer), n in reorders.items():
+        if columns_outer:
+            assert n == reorders[(stages, prefetch, False)] + 1
+
+
+def test_candidate_build_uses_the_tuned_pass_config():
+    """The builders' ``f_build`` survives pickling (it runs in worker processes) and builds the v5 space's
+    candidates as the notebook builds them: with cp.async copies."""
+    config = tuned_pass_config(WL, "v5")
+    f_build = pickle.loads(pickle.dumps(functools.partial(build_with_config, config)))
+    sch = gemm_v5_warp_tiled(s_tir.Schedule(WL.mod))
+    src = f_build(sch.mod, space_target("v5"), None).imports[0].inspect_source()
+    assert config == SIMT_ASYNC_CONFIG and "cp.async" in src
+    assert tuned_pass_config(WL) == {}

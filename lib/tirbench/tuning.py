@@ -13,6 +13,7 @@ own database.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -29,8 +30,10 @@ from tirbench.workloads.base import Workload
 
 #: The search spaces ``tune`` knows: MetaSchedule's default rules, or the v5 template (fp32 GEMM).
 SPACES = ("default", "v5")
-#: The v5 space is one design space per (stages, prefetch): annotations cannot be sampled.
-V5_SPACE_VARIANTS = [(stages, prefetch) for stages in (2, 3, 4) for prefetch in ("none", "k_step")]
+#: The v5 space is one design space per (stages, prefetch, columns_outer): annotations and loop orders cannot be
+#: sampled.
+V5_SPACE_VARIANTS = [(stages, prefetch, columns_outer) for stages in (2, 3, 4) for prefetch in ("none", "k_step")
+                     for columns_outer in (False, True)]
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
 #: with "tvm_access_ptr element type must match the source buffer".
@@ -42,17 +45,11 @@ def import_tensor_intrin() -> None:
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
 
-def tensor_core_build(mod: tvm.IRModule, target: tvm.target.Target, _params: object) -> tvm.runtime.Module:
-    """MetaSchedule ``f_build`` for tensor-core candidates (applies ``TENSOR_CORE_PASS_CONFIG``)."""
-    import tvm.s_tir.tensor_intrin  # noqa: F401
-
-    with tvm.transform.PassContext(config=TENSOR_CORE_PASS_CONFIG):
-        return tvm.tirx.build(mod, target=target)
-
-
-def simt_async_build(mod: tvm.IRModule, target: tvm.target.Target, _params: object) -> tvm.runtime.Module:
-    """MetaSchedule ``f_build`` for the v5 space (its copies become cp.async only with ``SIMT_ASYNC_CONFIG``)."""
-    with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
+def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.target.Target,
+                      _params: object) -> tvm.runtime.Module:
+    """MetaSchedule ``f_build`` (bound to a ``tuned_pass_config`` with ``functools.partial``): builds a candidate
+    under that PassContext config, as the notebook builds the replayed kernel."""
+    with tvm.transform.PassContext(config=config):
         return tvm.tirx.build(mod, target=target)
 
 
@@ -95,7 +92,8 @@ def space_target(space: str, target: tvm.target.Target | None = None) -> tvm.tar
 
 def v5_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
     """``ScheduleFn`` body: the v5 template once per ``V5_SPACE_VARIANTS`` entry."""
-    return [gemm_v5_space(sch.copy(), stages=stages, prefetch=prefetch) for stages, prefetch in V5_SPACE_VARIANTS]
+    return [gemm_v5_space(sch.copy(), stages=stages, prefetch=prefetch, columns_outer=columns_outer)
+            for stages, prefetch, columns_outer in V5_SPACE_VARIANTS]
 
 
 def _space_generator(wl: Workload, space: str) -> ms.space_generator.SpaceGenerator | str:
@@ -145,7 +143,8 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         tc = uses_tensor_cores(wl)
         if tc:
             import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
-        f_build = tensor_core_build if tc else simt_async_build if space == "v5" else None
+        config = tuned_pass_config(wl, space)
+        f_build = functools.partial(build_with_config, config) if config else None
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
                     num_trials_per_iter=min(n, 64), space=_space_generator(wl, space), seed=0,
                     builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin if tc else None,
