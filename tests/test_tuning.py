@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 import tvm
+from tvm import s_tir
 
 from tirbench.cuda_source import device_source
 from tirbench.machine import has_cuda_gpu
-from tvm import s_tir
-
 from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG, gemm_v5_warp_tiled
 from tirbench.tuning import (V5_SPACE_VARIANTS, best_schedule, build_with_config, open_database, space_target,
                              trials_done, tune, tuned_pass_config, tuning_history, v5_space, work_dir_for)

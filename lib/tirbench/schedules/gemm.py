@@ -214,7 +214,7 @@ def _simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Lo
                cols: tuple[s_tir.LoopRV, ...], k_loops: tuple[s_tir.LoopRV, s_tir.LoopRV], threads: int | None,
                vector: int, fragments: bool, stages: int, async_copy: bool, raster: int | s_tir.ExprRV,
                prefetch: str = "none", columns_outer: bool = False) -> None:
-    """The loop nest of ``_simt`` once the loops are split, shared with the MetaSchedule space (``gemm_space``).
+    """The loop nest of ``_simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``).
 
     ``rows`` / ``cols``: (block, warp, lane, *thread-tile loops) of m / n; ``k_loops``: (k tile, k in tile).
     ``threads=None``: the threads per block are not known while scheduling (sampled tile sizes), so the
@@ -493,8 +493,8 @@ def gemm_v5_space(sch: s_tir.Schedule, *, stages: int = 3, prefetch: str = "none
     The block, warp and thread tiles are ``sample_perfect_tile`` decisions (thread tiles of 4 or 8 per axis, so
     fragments and C stores stay float4), ``tile_k`` is ``sample_categorical`` over 8/16/32 and the block order
     (``raster``) another perfect tile; ``stages``, ``prefetch`` and the FFMA order (``columns_outer``, see
-    ``gemm_v5_warp_tiled``) are fixed per space. The search measures
-    each sample; ``VerifyGPUCode`` drops those with too many threads or too much shared memory.
+    ``gemm_v5_warp_tiled``) are fixed per space. The search measures each sample; ``VerifyGPUCode`` drops those
+    with too many threads or too much shared memory.
     """
     blk, m, n, k = _gemm_block(sch)
     require_positive_int(stages, param="stages")
