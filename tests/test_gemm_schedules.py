@@ -105,6 +105,8 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v5_warp_tiled(_sch(), stages=2, prefetch="next_tile"), "stages >= 3"),
     (lambda: gemm_v7_mma(_sch("float16"), prefetch="x"), "prefetch"),
     (lambda: gemm_v5_space(_sch(), stages=0), "stages"),
+    (lambda: gemm_v5_space(_sch(), lanes=(8, 8)), "lanes"),
+    (lambda: gemm_v5_space(s_tir.Schedule(gemm(1024, 1000, 1024).mod)), r"lanes\[1\]"),
     (lambda: gemm_v5_space(_sch(), stages=2, prefetch="next_tile"), "stages >= 3"),
     (lambda: gemm_v5_space(s_tir.Schedule(gemm(1024, 1024, 48).mod)), "tile_k"),
     (lambda: gemm_v8_wgmma(_sch("float32")), "float16"),

@@ -30,10 +30,10 @@ from tirbench.workloads.base import Workload
 
 #: The search spaces ``tune`` knows: MetaSchedule's default rules, or the v5 template (fp32 GEMM).
 SPACES = ("default", "v5")
-#: The v5 space is one design space per (stages, prefetch, columns_outer): annotations and loop orders cannot be
-#: sampled.
-V5_SPACE_VARIANTS = [(stages, prefetch, columns_outer) for stages in (2, 3, 4) for prefetch in ("none", "k_step")
-                     for columns_outer in (False, True)]
+#: The v5 space is one design space per (lanes, stages, prefetch, columns_outer): a warp's lane shape fixes the
+#: split of two loops at once, and annotations and loop orders cannot be sampled.
+V5_SPACE_VARIANTS = [(lanes, stages, prefetch, columns_outer) for lanes in ((8, 4), (4, 8)) for stages in (2, 3, 4)
+                     for prefetch in ("none", "k_step") for columns_outer in (False, True)]
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
 #: with "tvm_access_ptr element type must match the source buffer".
@@ -92,8 +92,8 @@ def space_target(space: str, target: tvm.target.Target | None = None) -> tvm.tar
 
 def v5_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
     """``ScheduleFn`` body: the v5 template once per ``V5_SPACE_VARIANTS`` entry."""
-    return [gemm_v5_space(sch.copy(), stages=stages, prefetch=prefetch, columns_outer=columns_outer)
-            for stages, prefetch, columns_outer in V5_SPACE_VARIANTS]
+    return [gemm_v5_space(sch.copy(), lanes=lanes, stages=stages, prefetch=prefetch, columns_outer=columns_outer)
+            for lanes, stages, prefetch, columns_outer in V5_SPACE_VARIANTS]
 
 
 def _space_generator(wl: Workload, space: str) -> ms.space_generator.SpaceGenerator | str:

@@ -486,31 +486,36 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     return sch
 
 
-def gemm_v5_space(sch: s_tir.Schedule, *, stages: int = 3, prefetch: str = "none",
+def gemm_v5_space(sch: s_tir.Schedule, *, lanes: tuple[int, int] = (8, 4), stages: int = 3, prefetch: str = "none",
                   columns_outer: bool = False) -> s_tir.Schedule:
     """v5's template with its tile sizes left to MetaSchedule: a design space for ``ScheduleFn``.
 
-    The block, warp and thread tiles are ``sample_perfect_tile`` decisions (thread tiles of 4 or 8 per axis, so
-    fragments and C stores stay float4), ``tile_k`` is ``sample_categorical`` over 8/16/32 and the block order
-    (``raster``) another perfect tile; ``stages``, ``prefetch`` and the FFMA order (``columns_outer``, see
-    ``gemm_v5_warp_tiled``) are fixed per space. The search measures each sample; ``VerifyGPUCode`` drops those
-    with too many threads or too much shared memory.
+    A warp's 32 threads are ``lanes`` (rows x columns); each thread computes 8 rows and 4 or 8 columns
+    (``sample_categorical``: fragments and C stores stay float4); ``sample_perfect_tile`` splits what is left of m
+    and of n into blocks x warps, ``tile_k`` is ``sample_categorical`` over 8/16/32 and the block order (``raster``)
+    another perfect tile. ``lanes``, ``stages``, ``prefetch`` and the FFMA order (``columns_outer``, see
+    ``gemm_v5_warp_tiled``) are fixed per space. The search measures each sample; ``VerifyGPUCode`` drops those with
+    too many threads or too much shared memory.
     """
     blk, m, n, k = _gemm_block(sch)
+    lm, ln = lanes
+    if lm * ln != 32:
+        raise ValueError(f"lanes={lanes!r}: a warp's lanes (rows x columns) must multiply to 32")
     require_positive_int(stages, param="stages")
     _require_prefetch(prefetch, stages)
-    for extent, axis in ((m, "m"), (n, "n")):
-        require_divides(extent, 8, param="thread_tile", axis=axis)
+    require_divides(m, lm * 8, param="lanes[0]*8", axis="m")
+    require_divides(n, ln * 8, param="lanes[1]*8", axis="n")
     require_divides(k, 32, param="tile_k", axis="k")
     i, j, kk = sch.get_loops(blk)
-    i, i4 = sch.split(i, factors=[None, 4])
-    j, j4 = sch.split(j, factors=[None, 4])
-    rows = sch.split(i, factors=sch.sample_perfect_tile(i, n=4, max_innermost_factor=2))
-    cols = sch.split(j, factors=sch.sample_perfect_tile(j, n=4, max_innermost_factor=2))
+    tn = sch.sample_categorical(candidates=[4, 8], probs=[0.5, 0.5])
+    i, ly, ti = sch.split(i, factors=[None, lm, 8])
+    j, lx, tj = sch.split(j, factors=[None, ln, tn])
+    by, wy = sch.split(i, factors=sch.sample_perfect_tile(i, n=2, max_innermost_factor=8))
+    bx, wx = sch.split(j, factors=sch.sample_perfect_tile(j, n=2, max_innermost_factor=8))
     tile_k = sch.sample_categorical(candidates=[8, 16, 32], probs=[1 / 3] * 3)
     ko, ki = sch.split(kk, factors=[None, tile_k])
-    raster = sch.sample_perfect_tile(rows[0], n=2, max_innermost_factor=8)[1]
-    _simt_nest(sch, blk, rows=(*rows, i4), cols=(*cols, j4), k_loops=(ko, ki), threads=None, vector=4,
+    raster = sch.sample_perfect_tile(by, n=2, max_innermost_factor=8)[1]
+    _simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=None, vector=4,
                fragments=True, stages=stages, async_copy=True, raster=raster, prefetch=prefetch,
                columns_outer=columns_outer)
     return sch
