@@ -9,12 +9,13 @@ import pytest
 import tvm
 from tvm import s_tir
 
-from tirbench.cuda_source import device_source, nvcc_report
+from tirbench.cuda_source import device_source, kernel_only, nvcc_report
 from tirbench.harness import run_checked
 from tirbench.machine import cpu_target
 from tirbench.schedules.gemm import (LADDER, SIMT_ASYNC_CONFIG, gemm_pass_config, gemm_v0_naive, gemm_v1_local,
                                      gemm_v2_shared, gemm_v3_vectorized, gemm_v5_space, gemm_v5_warp_tiled,
                                      gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma)
+from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
 
 SIZE = 1024
@@ -140,27 +141,58 @@ def test_next_tile_prefetch_compiles(name, kwargs):
         assert "cp.async" in device_source(sch)
 
 
-def test_v5_space_samples_differ_and_compile():
-    """The design space samples different tilings per seed; a sample that passes MetaSchedule's CUDA
-    postprocessors (the cooperative fetch rewrite, VerifyGPUCode at the 227 KB shared-memory limit) compiles."""
+def _passes_cuda_postprocs(sch: s_tir.Schedule, wl: Workload) -> bool:
+    """Apply MetaSchedule's CUDA postprocessors (cooperative fetch rewrite, VerifyGPUCode at the v5 space's
+    227 KB shared-memory limit) to ``sch`` in place; whether all of them accept it."""
     from tvm.s_tir import meta_schedule as ms
 
     from tirbench.tuning import space_target
 
-    target = space_target("v5")
+    posts = ms.postproc.Postproc.create("cuda")
+    for post in posts:
+        post._initialize_with_tune_context(ms.TuneContext(mod=wl.mod, target=space_target("v5")))
+    return all(post.apply(sch) for post in posts)
+
+
+def test_v5_space_samples_differ_and_compile():
+    """The design space samples different tilings per seed; a sample that passes MetaSchedule's CUDA
+    postprocessors (the cooperative fetch rewrite, VerifyGPUCode at the 227 KB shared-memory limit) compiles."""
     wl = gemm(SIZE, SIZE, SIZE)
     decisions, compiled = set(), 0
     for seed in range(1, 13):
         sch = gemm_v5_space(s_tir.Schedule(wl.mod, seed=seed), stages=3)
         decisions.add(str(list(sch.trace.decisions.values())))
-        posts = ms.postproc.Postproc.create("cuda")
-        for post in posts:
-            post._initialize_with_tune_context(ms.TuneContext(mod=wl.mod, target=target))
-        if all(post.apply(sch) for post in posts) and compiled < 2:
+        if _passes_cuda_postprocs(sch, wl) and compiled < 2:
             with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
                 assert "cp.async" in device_source(sch)
             compiled += 1
     assert len(decisions) > 6 and compiled == 2
+
+
+def test_hand_v5_kernel_is_a_point_of_the_v5_space():
+    """Forcing the space's decisions to the hand kernel's tiles (128x256 blocks of 2x8 warps, 8x4 lanes, 8x8 per
+    thread, tile_k 16, raster 4) passes MetaSchedule's postprocessors and gives the hand kernel's launch and math."""
+    wl = gemm(SIZE, SIZE, SIZE)
+    sch = gemm_v5_space(s_tir.Schedule(wl.mod, seed=1), lanes=(8, 4), stages=3, columns_outer=True)
+    trace = sch.trace
+    sampling = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
+    # thread tile columns (index into [4, 8]), blocks x warps of m and of n, tile_k (index into [8, 16, 32]),
+    # raster, the two cooperative-fetch vector widths
+    for inst, decision in zip(sampling, [1, [8, 2], [4, 8], 1, [2, 4], 0, 0], strict=True):
+        trace = trace.with_decision(inst, decision, remove_postproc=True)
+    forced = s_tir.Schedule(wl.mod)
+    trace.apply_to_schedule(forced, remove_postproc=True)
+    assert _passes_cuda_postprocs(forced, wl)
+    hand = gemm_v5_warp_tiled(s_tir.Schedule(wl.mod), block_tile=(128, 256), warp_tile=(64, 32), thread_tile=(8, 8),
+                              tile_k=16, stages=3, raster=4, columns_outer=True)
+    with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
+        space_src, hand_src = (kernel_only(device_source(s)) for s in (forced, hand))
+
+    def multiply_adds(src: str) -> list[str]:
+        return [line.strip() for line in src.splitlines() if "= (C_local_ptr[" in line]
+
+    assert "__launch_bounds__(512)" in space_src and "__launch_bounds__(512)" in hand_src
+    assert multiply_adds(space_src) == multiply_adds(hand_src) and len(multiply_adds(hand_src)) >= 8 * 8 * 16
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "swizzle128"])

@@ -117,39 +117,6 @@ def test_v5_space_has_both_ffma_orders():
             assert n == reorders[(lanes, stages, prefetch, False)] + 1
 
 
-def test_hand_v5_kernel_is_a_point_of_the_v5_space():
-    """Forcing the space's decisions to the hand kernel's tiles (128x256 blocks of 2x8 warps, 8x4 lanes, 8x8 per
-    thread, tile_k 16, raster 4) passes MetaSchedule's postprocessors and gives the hand kernel's launch and math."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from tirbench.cuda_source import kernel_only
-    from tirbench.schedules.gemm import gemm_v5_space
-
-    target = space_target("v5")
-    sch = gemm_v5_space(s_tir.Schedule(WL.mod, seed=1), lanes=(8, 4), stages=3, columns_outer=True)
-    trace = sch.trace
-    sampling = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
-    # thread tile columns (index into [4, 8]), blocks x warps of m and of n, tile_k (index into [8, 16, 32]),
-    # raster, the two cooperative-fetch vector widths
-    for inst, decision in zip(sampling, [1, [8, 2], [4, 8], 1, [2, 4], 0, 0], strict=True):
-        trace = trace.with_decision(inst, decision, remove_postproc=True)
-    forced = s_tir.Schedule(WL.mod)
-    trace.apply_to_schedule(forced, remove_postproc=True)
-    posts = ms.postproc.Postproc.create("cuda")
-    for post in posts:
-        post._initialize_with_tune_context(ms.TuneContext(mod=WL.mod, target=target))
-    assert all(post.apply(forced) for post in posts)
-    hand = gemm_v5_warp_tiled(s_tir.Schedule(WL.mod), block_tile=(128, 256), warp_tile=(64, 32), thread_tile=(8, 8),
-                              tile_k=16, stages=3, raster=4, columns_outer=True)
-    with tvm.transform.PassContext(config=SIMT_ASYNC_CONFIG):
-        space_src, hand_src = (kernel_only(device_source(s)) for s in (forced, hand))
-    def multiply_adds(src: str) -> list[str]:
-        return [line.strip() for line in src.splitlines() if "= (C_local_ptr[" in line]
-
-    assert "__launch_bounds__(512)" in space_src and "__launch_bounds__(512)" in hand_src
-    assert multiply_adds(space_src) == multiply_adds(hand_src) and len(multiply_adds(hand_src)) >= 8 * 8 * 16
-
-
 def test_candidate_build_uses_the_tuned_pass_config():
     """The builders' ``f_build`` survives pickling (it runs in worker processes) and builds the v5 space's
     candidates as the notebook builds them: with cp.async copies."""

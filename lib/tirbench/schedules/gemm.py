@@ -499,8 +499,8 @@ def gemm_v5_space(sch: s_tir.Schedule, *, lanes: tuple[int, int] = (8, 4), stage
     """
     blk, m, n, k = _gemm_block(sch)
     lm, ln = lanes
-    if lm * ln != 32:
-        raise ValueError(f"lanes={lanes!r}: a warp's lanes (rows x columns) must multiply to 32")
+    if lm * ln != WARP:
+        raise ValueError(f"lanes={lanes!r}: a warp's lanes (rows x columns) must multiply to {WARP}")
     require_positive_int(stages, param="stages")
     _require_prefetch(prefetch, stages)
     require_divides(m, lm * 8, param="lanes[0]*8", axis="m")
