@@ -27,6 +27,7 @@ class Workload:
     flops: int
     bytes: int
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
+    layout: str = ""   # storage layout of the tensors where a workload has several (conv2d: NCHW, NHWC, HWCN)
 
     @property
     def shape(self) -> str:
