@@ -150,13 +150,17 @@ def verify_then_time(workload: Workload, kernel: s_tir.Schedule | tvm.IRModule, 
 
 
 def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, variant: str, provider: str,
-                           repeats: int = 100, seed: int = 0) -> Measurement:
+                           repeats: int = 100, seed: int = 0,
+                           prepare: Callable[..., Sequence["object"]] | None = None) -> Measurement:
     """The vendor baseline by the same rules: ``fn(*torch_inputs) -> torch output`` checked, then timed
-    with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each (L2 flush)."""
+    with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each (L2 flush).
+    ``prepare(*torch_inputs) -> inputs``: converts the inputs once, untimed (e.g. to channels_last memory)."""
     import torch
 
     inputs, ref = inputs_and_reference(workload, seed)
     tensors = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in inputs]
+    if prepare is not None:
+        tensors = list(prepare(*tensors))
     out = fn(*tensors)
     torch.cuda.synchronize()
     check_output(workload, out.cpu().numpy().astype(workload.out_dtype), ref, what=f"{variant} ({provider})")

@@ -154,6 +154,44 @@ def _pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: bo
         sch.annotate(ko, "software_pipeline_async_stages", [0])
 
 
+def check_simt_tiles(extents: tuple[int, int, int], *, block_tile: tuple[int, int],
+                     warp_tile: tuple[int, int] | None, thread_tile: tuple[int, int], tile_k: int, vector: int,
+                     stages: int, raster: int, prefetch: str, a_k_major: bool = False,
+                     axes: tuple[str, str, str] = ("m", "n", "k")) -> int:
+    """The checks of a shared-memory tiled SIMT kernel over GEMM extents (m, n, k); returns threads per block.
+
+    ``axes`` names the three extents in the messages (a convolution calls them by its own names). ``a_k_major``:
+    A arrives k-major, so its shared tile needs no padding for transposing stores (see ``simt_nest``).
+    """
+    (m, n, k), (am, an, ak) = extents, axes
+    (bm, bn), (tm, tn) = block_tile, thread_tile
+    wm, wn = warp_tile or block_tile
+    require_divides(m, bm, param="block_tile[0]", axis=am)
+    require_divides(n, bn, param="block_tile[1]", axis=an)
+    require_divides(k, tile_k, param="tile_k", axis=ak)
+    if warp_tile is not None:
+        require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+        require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    within = "block_tile" if warp_tile is None else "warp_tile"
+    require_divides(wm, tm, param="thread_tile[0]", axis=f"{within}[0]")
+    require_divides(wn, tn, param="thread_tile[1]", axis=f"{within}[1]")
+    if warp_tile is not None and (lanes := (wm // tm) * (wn // tn)) != WARP:
+        raise ValueError(f"warp_tile={warp_tile} / thread_tile={thread_tile} gives {lanes} lanes, not {WARP}")
+    threads = bm * bn // (tm * tn)
+    require_threads(threads, param="block_tile/thread_tile")
+    require_positive_int(stages, param="stages")
+    _require_prefetch(prefetch, stages)
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    if vector > 1:
+        _require_multiple(tm, vector, param="thread_tile[0]")
+        _require_multiple(tn, vector, param="thread_tile[1]")
+    _require_fetch(bm, tile_k, threads, vector, operand="A")
+    _require_fetch(bn, tile_k, threads, vector, operand="B")
+    a_rows = _padded(bm, 32, vector) if vector > 1 and not a_k_major else bm
+    _require_shared(stages * tile_k * (a_rows + bn) * 4, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    return threads
+
+
 def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int] | None,
           thread_tile: tuple[int, int], tile_k: int, vector: int = 1, fragments: bool = False,
           stages: int = 1, async_copy: bool = False, raster: int = 1, prefetch: str = "none",
@@ -173,52 +211,33 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     another order, which changes nvcc's register allocation: see ``gemm_v5_warp_tiled``).
     """
     _, m, n, k = _gemm_block(sch)
+    threads = check_simt_tiles((m, n, k), block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
+                               tile_k=tile_k, vector=vector, stages=stages, raster=raster, prefetch=prefetch)
     (bm, bn), (tm, tn) = block_tile, thread_tile
     wm, wn = warp_tile or block_tile
-    require_divides(m, bm, param="block_tile[0]", axis="m")
-    require_divides(n, bn, param="block_tile[1]", axis="n")
-    require_divides(k, tile_k, param="tile_k", axis="k")
-    if warp_tile is not None:
-        require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
-        require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
-    within = "block_tile" if warp_tile is None else "warp_tile"
-    require_divides(wm, tm, param="thread_tile[0]", axis=f"{within}[0]")
-    require_divides(wn, tn, param="thread_tile[1]", axis=f"{within}[1]")
-    if warp_tile is not None and (lanes := (wm // tm) * (wn // tn)) != WARP:
-        raise ValueError(f"warp_tile={warp_tile} / thread_tile={thread_tile} gives {lanes} lanes, not {WARP}")
-    threads = bm * bn // (tm * tn)
-    require_threads(threads, param="block_tile/thread_tile")
-    require_positive_int(stages, param="stages")
-    _require_prefetch(prefetch, stages)
-    require_divides(m // bm, raster, param="raster", axis="the block rows")
-    if vector > 1:
-        _require_multiple(tm, vector, param="thread_tile[0]")
-        _require_multiple(tn, vector, param="thread_tile[1]")
-    _require_fetch(bm, tile_k, threads, vector, operand="A")
-    _require_fetch(bn, tile_k, threads, vector, operand="B")
-    a_rows = _padded(bm, 32, vector) if vector > 1 else bm
-    _require_shared(stages * tile_k * (a_rows + bn) * 4, block_tile=block_tile, tile_k=tile_k, stages=stages)
-
     blk = sch.get_sblock("C")
     i, j, kk = sch.get_loops(blk)
     by, wy, ly, ti = sch.split(i, factors=[None, bm // wm, wm // tm, tm])
     bx, wx, lx, tj = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
     ko, ki = sch.split(kk, factors=[None, tile_k])
-    _simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=threads,
+    simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=threads,
                vector=vector, fragments=fragments, stages=stages, async_copy=async_copy, raster=raster,
                prefetch=prefetch, columns_outer=columns_outer)
     return sch
 
 
-def _simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.LoopRV, ...],
+def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.LoopRV, ...],
                cols: tuple[s_tir.LoopRV, ...], k_loops: tuple[s_tir.LoopRV, s_tir.LoopRV], threads: int | None,
                vector: int, fragments: bool, stages: int, async_copy: bool, raster: int | s_tir.ExprRV,
-               prefetch: str = "none", columns_outer: bool = False) -> None:
-    """The loop nest of ``_simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``).
+               prefetch: str = "none", columns_outer: bool = False, a_k_major: bool = False) -> None:
+    """The loop nest of ``_simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``)
+    and the implicit-GEMM convolution (``tirbench.schedules.conv2d``).
 
     ``rows`` / ``cols``: (block, warp, lane, *thread-tile loops) of m / n; ``k_loops``: (k tile, k in tile).
     ``threads=None``: the threads per block are not known while scheduling (sampled tile sizes), so the
-    cooperative fetches are left to MetaSchedule's ``RewriteCooperativeFetch`` postprocessor.
+    cooperative fetches are left to MetaSchedule's ``RewriteCooperativeFetch`` postprocessor. ``a_k_major``: the
+    block's first read (A) is already stored k-major in global memory (a convolution's filter), so its shared tile
+    is a plain copy of float4 rows, with no transposed, padded layout.
     """
     (by, wy, ly, *ti), (bx, wx, lx, *tj), (ko, ki) = rows, cols, k_loops
     sch.reorder(by, bx, wy, wx, ly, lx, ko, ki, *ti, *tj)
@@ -231,7 +250,7 @@ def _simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Lo
         tile = sch.cache_read(blk, idx, "shared.dyn")
         sch.compute_at(tile, ko)
         vec = vector
-        if vector > 1 and idx == 0:
+        if vector > 1 and idx == 0 and not a_k_major:
             sch.transform_layout(tile, ("write", 0), lambda r, c: (c, r))
             sch.storage_align(tile, 0, axis=0, factor=32, offset=vector)
             vec = 1 if async_copy else vector  # cp.async needs a contiguous destination
@@ -515,7 +534,7 @@ def gemm_v5_space(sch: s_tir.Schedule, *, lanes: tuple[int, int] = (8, 4), stage
     tile_k = sch.sample_categorical(candidates=[8, 16, 32], probs=[1 / 3] * 3)
     ko, ki = sch.split(kk, factors=[None, tile_k])
     raster = sch.sample_perfect_tile(by, n=2, max_innermost_factor=8)[1]
-    _simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=None, vector=4,
+    simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=None, vector=4,
                fragments=True, stages=stages, async_copy=True, raster=raster, prefetch=prefetch,
                columns_outer=columns_outer)
     return sch

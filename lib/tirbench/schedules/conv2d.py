@@ -1,0 +1,145 @@
+"""Convolution schedules: the classic HWCN direct schedule, and the same workload as an implicit GEMM.
+
+Both schedule the ``"conv"`` block of ``tirbench.workloads.conv2d(..., layout="HWCN")``: Y[oh, ow, k, n] =
+sum over (ry, rx, rc) of W[ry, rx, rc, k] * Xp[oh*stride + ry, ow*stride + rx, rc, n]. For one output pixel that
+is a matrix product: (k x rc) filter slice times (rc x n) input slice, accumulated over the 3x3 window. Both
+operands are stored with k (or n) contiguous, i.e. "k-major" in GEMM terms, so the GEMM helpers' shared-memory
+pipeline applies to them once the conv loops are arranged as GEMM loops (``conv2d_hwcn_implicit_gemm``).
+The padding block ``"pad"`` is inlined into the shared-memory fill: the padded input never exists in memory.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tvm import s_tir
+
+from tirbench.schedules.checks import loop_extent, require_divides, require_positive_int, require_threads
+from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG, check_simt_tiles, simt_nest
+
+
+def _hwcn_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, dict[str, int]]:
+    """Block "conv" of an HWCN convolution and its loop extents by name (oh, ow, k, n, r, s, c)."""
+    blk = sch.get_sblock("conv")
+    names = ("oh", "ow", "k", "n", "r", "s", "c")
+    reads = [region.source.name for region in sch.get(blk).reads]
+    if reads != ["W", "Xp"] or len(sch.get_loops(blk)) != len(names):
+        raise ValueError("this schedule needs an HWCN convolution: conv2d(..., layout='HWCN')")
+    return blk, dict(zip(names, (loop_extent(sch, loop) for loop in sch.get_loops(blk))))
+
+
+def conv2d_hwcn_classic(sch: s_tir.Schedule, *, tile: int = 8, threads: int = 8, step: int = 8,
+                        vthreads: int = 2, vector: int = 4) -> s_tir.Schedule:
+    """TVM's classic "optimize convolution on GPU" schedule, primitive for primitive.
+
+    A block computes a ``tile*threads`` x ``tile*threads`` tile of (output channel x batch) at one output pixel
+    (blockIdx.z: the pixel, y: channels, x: batch); its ``threads x threads`` threads each accumulate ``tile x tile``
+    outputs in registers, split into ``vthreads x vthreads`` virtual threads, so a thread's outputs are a strided
+    grid (consecutive threads touch consecutive addresses: no bank conflicts, coalesced stores). The reduction
+    runs over ``step`` input channels at a time, per kernel tap: an ``step x tile*threads`` slice of the padded
+    input and of the filter goes to shared memory (cooperative fetch, ``vector``-wide loads), then to registers.
+    """
+    blk, ext = _hwcn_block(sch)
+    for value, param in ((tile, "tile"), (threads, "threads"), (step, "step"), (vthreads, "vthreads")):
+        require_positive_int(value, param=param)
+    block_factor = tile * threads
+    require_threads(threads * threads, param="threads*threads")
+    require_divides(ext["k"], block_factor, param="tile*threads", axis="k (output channels)")
+    require_divides(ext["n"], block_factor, param="tile*threads", axis="n (batch)")
+    require_divides(ext["c"], step, param="step", axis="c (input channels)")
+    require_divides(tile, vthreads, param="vthreads", axis="tile")
+    require_divides(step, threads, param="threads", axis="step (the shared tile's rows, one per threadIdx.y)")
+    require_divides(tile, vector, param="vector", axis="tile (each thread's share of a shared tile row)")
+
+    oh, ow, f, n, ry, rx, rc = sch.get_loops(blk)
+    bz = sch.fuse(oh, ow)
+    by, tyz, ty, fi = sch.split(f, factors=[None, vthreads, threads, tile // vthreads])
+    bx, txz, tx, ni = sch.split(n, factors=[None, vthreads, threads, tile // vthreads])
+    rco, rci = sch.split(rc, factors=[None, step])
+    sch.reorder(bz, by, bx, tyz, txz, ty, tx, rco, ry, rx, rci, fi, ni)
+    for loop, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"), (tyz, "vthread.y"),
+                      (txz, "vthread.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        sch.bind(loop, tag)
+    y_local = sch.cache_write(blk, 0, "local")
+    sch.reverse_compute_at(y_local, tx)
+    w_shared = sch.cache_read(blk, 0, "shared")
+    x_shared = sch.cache_read(blk, 1, "shared")
+    sch.compute_at(w_shared, rx)
+    sch.compute_at(x_shared, rx)
+    w_local = sch.cache_read(blk, 0, "local")
+    x_local = sch.cache_read(blk, 1, "local")
+    sch.compute_at(w_local, rci)
+    sch.compute_at(x_local, rci)
+    for tile_block in (x_shared, w_shared):  # rows: step input channels; columns: tile*threads values
+        rows, cols = sch.get_loops(tile_block)[-2:]
+        t_y, _ = sch.split(rows, factors=[threads, None])
+        t_x, cols = sch.split(cols, factors=[threads, None])
+        _, vec = sch.split(cols, factors=[None, vector])
+        sch.reorder(t_y, t_x)
+        sch.bind(t_y, "threadIdx.y")
+        sch.bind(t_x, "threadIdx.x")
+        sch.vectorize(vec)
+    sch.compute_inline(sch.get_sblock("pad"))
+    sch.decompose_reduction(blk, rco)
+    return sch
+
+
+def conv2d_hwcn_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                              warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
+                              tile_k: int = 16, stages: int = 3, raster: int = 1, prefetch: str = "none",
+                              columns_outer: bool = False) -> s_tir.Schedule:
+    """The HWCN convolution as one GEMM per output pixel, scheduled by the GEMM ladder's v5 nest (``simt_nest``).
+
+    GEMM rows are output channels (``block_tile[0]``), columns the batch (``block_tile[1]``), and the reduction
+    is (ry, rx, rc) fused into one k-tile loop of ``tile_k`` input channels per step: 9 * c / tile_k tiles for a
+    3x3 kernel. The filter arrives k-major (``a_k_major``), so both shared tiles are plain float4 copies; the
+    padding is a predicate on the input tile's copy (cp.async with a zero fill where it falls outside). Pixels go
+    to blockIdx.y, the (channel, batch) tiles to blockIdx.x. Tiles, warps, pipeline ``stages``, ``raster``,
+    ``prefetch`` and ``columns_outer`` mean what they mean for ``gemm_v5_warp_tiled``. Compile with
+    ``conv2d_pass_config("hwcn_hopper")``.
+    """
+    blk, ext = _hwcn_block(sch)
+    threads = check_simt_tiles((ext["k"], ext["n"], ext["c"]), block_tile=block_tile, warp_tile=warp_tile,
+                               thread_tile=thread_tile, tile_k=tile_k, vector=4, stages=stages, raster=raster,
+                               prefetch=prefetch, a_k_major=True,
+                               axes=("k (output channels)", "n (batch)", "c (input channels)"))
+    (bm, bn), (wm, wn), (tm, tn) = block_tile, warp_tile, thread_tile
+    oh, ow, f, n, ry, rx, rc = sch.get_loops(blk)
+    pixel = sch.fuse(oh, ow)
+    sch.bind(pixel, "blockIdx.y")
+    rows = sch.split(f, factors=[None, bm // wm, wm // tm, tm])
+    cols = sch.split(n, factors=[None, bn // wn, wn // tn, tn])
+    rco, rci = sch.split(rc, factors=[None, tile_k])
+    ko = sch.fuse(ry, rx, rco)
+    simt_nest(sch, blk, rows=rows, cols=cols, k_loops=(ko, rci), threads=threads, vector=4, fragments=True,
+              stages=stages, async_copy=True, raster=raster, prefetch=prefetch, columns_outer=columns_outer,
+              a_k_major=True)
+    sch.compute_inline(sch.get_sblock("pad"))
+    return sch
+
+
+#: Convolution variants: name -> (helper, its default kwargs spelled out, layout of the workload it schedules).
+VARIANTS: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
+    "hwcn_seed": (conv2d_hwcn_classic, {"tile": 8, "threads": 8, "step": 8, "vthreads": 2, "vector": 4}, "HWCN"),
+    "hwcn_hopper": (conv2d_hwcn_implicit_gemm, {"block_tile": (128, 128), "warp_tile": (64, 32),
+                                                "thread_tile": (8, 8), "tile_k": 16, "stages": 3}, "HWCN"),
+}
+
+#: Tile configurations of ``hwcn_hopper`` swept on the GPU (each overrides VARIANTS' defaults); the GEMM
+#: ladder's fastest fp32 tilings at 4096^3 (block 128x256, tile_k 16), and smaller blocks for more blocks per SM.
+SWEEP: dict[str, list[dict[str, Any]]] = {
+    "hwcn_hopper": [
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "tile_k": 16, "stages": 3, "columns_outer": True},
+        {"block_tile": (256, 128), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (32, 64), "tile_k": 16, "stages": 2, "prefetch": "k_step"},
+        {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 32, "stages": 2},
+    ],
+}
+
+
+def conv2d_pass_config(variant: str) -> dict[str, bool]:
+    """The PassContext config to compile VARIANTS[variant] with: cp.async for the implicit GEMM."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r}: expected one of {', '.join(VARIANTS)}")
+    return SIMT_ASYNC_CONFIG if variant == "hwcn_hopper" else {}
