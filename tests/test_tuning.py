@@ -1,4 +1,5 @@
-"""MetaSchedule wrappers on the committed tuning database: count, history, replay, and no tuning without a GPU."""
+"""MetaSchedule wrappers on the committed tuning database: count, history, replay, and no tuning without a GPU;
+the registry of design spaces (which workloads each takes, its database, target and build config) and the CLI."""
 import functools
 import pickle
 import shutil
@@ -9,14 +10,18 @@ import tvm
 from tvm import s_tir
 
 from tirbench.cuda_source import device_source
+from tvm.s_tir import meta_schedule as ms
+
 from tirbench.machine import has_cuda_gpu
 from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG, gemm_v5_warp_tiled
+from tirbench.spaces import SPACES, get_space
 from tirbench.tuning import (V5_SPACE_VARIANTS, best_schedule, build_with_config, open_database, space_target,
                              trials_done, tune, tuned_pass_config, tuning_history, v5_space, work_dir_for)
-from tirbench.workloads import gemm
+from tirbench.workloads import conv2d, gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 WL = gemm(1024, 1024, 1024)
+CONV = conv2d(1, 512, 7, 7, 512, 3, 3, 1, 1)
 RECORDED = work_dir_for(ROOT, WL)
 pytestmark = pytest.mark.skipif(trials_done(RECORDED) == 0, reason="no recorded fp32 1024^3 tuning database")
 
@@ -94,9 +99,25 @@ def test_v5_space_best_replays_with_cp_async(tmp_path):
         assert "cp.async" in device_source(sch)
 
 
+CONV_ARGS = ["conv2d", "1", "512", "7", "7", "512", "3", "3", "1", "1"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["gemm", "1024", "1024", "1024", "--dtype", "float16", "--space", "v5", "--trials", "1"], "fp32 GEMM template"),
     (["gemm", "1024", "1024", "0", "--trials", "1"], "k must be a positive integer"),
+    (["gemm", "1024", "1024", "--trials", "1"], "gemm takes 3 sizes (M N K), got 2"),
+    (["gemm", "1024", "1024", "1024", "--layout", "NCHW", "--trials", "1"], "--layout=NCHW: only conv2d has a layout"),
+    (["gemm", "1024", "1024", "1024", "--space", "template", "--trials", "1"],
+     "space='template': the conv2d template needs a float32 NCHW conv2d, not gemm float32"),
+    (CONV_ARGS[:-1] + ["--trials", "1"], "conv2d takes 9 sizes (N C H W K R S STRIDE PAD), got 8"),
+    (CONV_ARGS[:5] + ["0"] + CONV_ARGS[6:] + ["--trials", "1"], "k must be a positive integer, got 0"),
+    (CONV_ARGS[:-1] + ["3", "--trials", "1"], "pad=3 must be smaller than the kernel r=3"),
+    (CONV_ARGS + ["--layout", "NCWH", "--trials", "1"], "unknown layout 'NCWH'"),
+    (CONV_ARGS + ["--dtype", "float16", "--trials", "1"], "unsupported dtype 'float16'"),
+    (CONV_ARGS + ["--space", "v7", "--trials", "1"], "invalid choice: 'v7'"),
+    (CONV_ARGS + ["--space", "v5", "--trials", "1"], "space='v5' is the fp32 GEMM template, not conv2d float32"),
+    (CONV_ARGS + ["--layout", "NHWC", "--space", "template", "--trials", "1"],
+     "the conv2d template needs a float32 NCHW conv2d, not conv2d float32 NHWC"),
 ])
 def test_cli_bad_input_is_one_line(argv, message, capsys):
     from tirbench.tuning import main
@@ -105,6 +126,60 @@ def test_cli_bad_input_is_one_line(argv, message, capsys):
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+@pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU error")
+def test_cli_template_space_without_gpu_is_one_line_and_writes_nothing(capsys):
+    from tirbench.tuning import main
+
+    work_dir = work_dir_for(ROOT, CONV, "template")
+    before = (work_dir.exists(), trials_done(work_dir))
+    with pytest.raises(SystemExit) as exit_info:
+        main(CONV_ARGS + ["--layout", "NCHW", "--space", "template", "--trials", "1000000"])
+    assert exit_info.value.code == 2 and "no CUDA GPU found" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert (work_dir.exists(), trials_done(work_dir)) == before
+
+
+#: Which of these workloads each registered space takes (a new space needs a row).
+REGISTRY_WORKLOADS = {"gemm fp32": WL, "gemm fp16": gemm(256, 256, 256, "float16"), "conv NCHW": CONV,
+                      "conv NHWC": conv2d(1, 512, 7, 7, 512, layout="NHWC")}
+ACCEPTS = {"default": set(REGISTRY_WORKLOADS), "v5": {"gemm fp32"}, "template": {"conv NCHW"}}
+
+
+@pytest.mark.parametrize("space", list(SPACES))
+def test_each_space_takes_only_its_workloads(space):
+    assert set(ACCEPTS) == set(SPACES)
+    for name, wl in REGISTRY_WORKLOADS.items():
+        if name in ACCEPTS[space]:
+            get_space(space).require(wl)
+            assert work_dir_for(ROOT, wl, space).name.endswith(get_space(space).db_suffix)
+        else:
+            with pytest.raises(ValueError, match=f"^space='{space}'[^\n]*$"):
+                work_dir_for(ROOT, wl, space)
+
+
+def test_unknown_space_is_one_line():
+    with pytest.raises(ValueError, match=r"^space='v7': expected one of 'default', 'v5', 'template'$"):
+        get_space("v7")
+
+
+def test_conv_work_dirs_carry_the_layout():
+    assert work_dir_for(ROOT, CONV, "template") == (ROOT / "results" / "tuning" / "conv2d"
+                                                    / "float32_NCHW_1x512x7x7x512x3x3x1x1_templatespace")
+    assert work_dir_for(ROOT, CONV).name == "float32_NCHW_1x512x7x7x512x3x3x1x1"
+    assert get_space("v5").db_suffix == "_v5space" and get_space("default").db_suffix == ""
+
+
+def test_template_space_is_a_schedule_fn_with_static_shared_memory():
+    """The template searches with the "cuda" postprocessors (VerifyGPUCode last) and mutates only tile sizes;
+    it uses static shared memory, so it tunes against the tag's 48 KB, and builds with no extra config."""
+    gen = get_space("template").generator(CONV)
+    assert isinstance(gen, ms.space_generator.ScheduleFn) and not gen.sch_rules
+    assert type(gen.postprocs[-1]).__name__ == "VerifyGPUCode"
+    assert [type(m).__name__ for m in gen.mutator_probs] == ["MutateTileSize"]
+    assert space_target("template").attrs["max_shared_memory_per_block"] == 48 * 1024
+    assert tuned_pass_config(CONV, "template") == {}
+    assert get_space("default").generator(CONV) == "post-order-apply"
 
 
 def test_v5_space_has_both_ffma_orders():

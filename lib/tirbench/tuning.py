@@ -4,11 +4,11 @@ The database lives in a work directory under ``results/tuning/``; tuning adds re
 already has ``trials`` records replays the best schedule without tuning, and a run cut short resumes.
 
     python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
+    python -m tirbench.tuning conv2d 1 512 7 7 512 3 3 1 1 --layout NCHW --space template --trials 64
 
-tunes (on a CUDA GPU) until the database holds 256 records for that workload or the time is nearly up.
-Two search spaces: ``"default"`` (MetaSchedule's own rules: ``"cuda"``, or ``"cuda-tensorcore"`` for fp16) and
-``"v5"`` (fp32 only: the v5 warp-tiled template with its tile sizes sampled, ``gemm_v5_space``), each in its
-own database.
+tunes (on a CUDA GPU) until the database holds that many records for the workload or the time is nearly up.
+The search space (``--space``) comes from the registry in ``tirbench.spaces``: ``"default"`` (MetaSchedule's own
+rules), ``"v5"`` (the fp32 GEMM v5 template), ``"template"`` (AutoTVM's conv2d template), each in its own database.
 """
 from __future__ import annotations
 
@@ -25,19 +25,9 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench.machine import cuda_target, require_cuda_gpu
-from tirbench.schedules.gemm import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG, gemm_v5_space
+# V5_SPACE_VARIANTS and v5_space live in the registry; importable from here as before (tests, notebooks)
+from tirbench.spaces import SPACES, V5_SPACE_VARIANTS, get_space, uses_tensor_cores, v5_space  # noqa: F401
 from tirbench.workloads.base import Workload
-
-#: The search spaces ``tune`` knows: MetaSchedule's default rules, or the v5 template (fp32 GEMM).
-SPACES = ("default", "v5")
-#: The v5 space is one design space per (lanes, stages, prefetch, columns_outer): a warp's lane shape fixes the
-#: split of two loops at once, and annotations and loop orders cannot be sampled.
-V5_SPACE_VARIANTS = [(lanes, stages, prefetch, columns_outer) for lanes in ((8, 4), (4, 8)) for stages in (2, 3, 4)
-                     for prefetch in ("none", "k_step") for columns_outer in (False, True)]
-
-#: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
-#: with "tvm_access_ptr element type must match the source buffer".
-TENSOR_CORE_PASS_CONFIG = {"tirx.disable_storage_rewrite": True}
 
 
 def import_tensor_intrin() -> None:
@@ -53,56 +43,24 @@ def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.ta
         return tvm.tirx.build(mod, target=target)
 
 
-def uses_tensor_cores(wl: Workload) -> bool:
-    return wl.dtype in ("float16", "int8")
-
-
 def tuned_pass_config(wl: Workload, space: str = "default") -> dict[str, bool]:
     """The PassContext config a kernel tuned for ``wl`` in ``space`` is built with (the builders' ``f_build``
     applies the same one): tensor-core candidates, the v5 space's cp.async copies, or none."""
-    if uses_tensor_cores(wl):
-        return TENSOR_CORE_PASS_CONFIG
-    return SIMT_ASYNC_CONFIG if space == "v5" else {}
-
-
-def _require_space(wl: Workload, space: str) -> None:
-    if space not in SPACES:
-        raise ValueError(f"space={space!r}: expected one of {', '.join(map(repr, SPACES))}")
-    if space == "v5" and (wl.name != "gemm" or wl.dtype != "float32"):
-        raise ValueError(f"space='v5' is the fp32 GEMM template, not {wl.name} {wl.dtype}")
+    return get_space(space).pass_config(wl)
 
 
 def work_dir_for(root: Path, wl: Workload, space: str = "default") -> Path:
-    """``results/tuning/<workload>/<dtype>_<shape>`` under the project root (``..._v5space`` for the v5 space)."""
-    _require_space(wl, space)
-    suffix = "" if space == "default" else f"_{space}space"
-    return root / "results" / "tuning" / wl.name / f"{wl.dtype}_{wl.shape}{suffix}"
+    """``results/tuning/<workload>/<dtype>_[<layout>_]<shape><suffix>`` under the project root: the layout where
+    the workload has one (conv2d), the space's suffix (``_v5space``, ``_templatespace``; none for the default)."""
+    spec = get_space(space)
+    spec.require(wl)
+    layout = f"{wl.layout}_" if wl.layout else ""
+    return root / "results" / "tuning" / wl.name / f"{wl.dtype}_{layout}{wl.shape}{spec.db_suffix}"
 
 
 def space_target(space: str, target: tvm.target.Target | None = None) -> tvm.target.Target:
-    """The target to tune with: for the v5 space, one whose shared-memory limit is the dynamic 227 KB (the tag
-    says 48 KB, the static limit, and ``VerifyGPUCode`` would drop every deep pipeline)."""
-    target = target or cuda_target()
-    if space == "default":
-        return target
-    spec = {k: v for k, v in dict(target.export()).items() if k != "host"}
-    spec["max_shared_memory_per_block"] = MAX_SHARED_BYTES
-    return tvm.target.Target(spec, host=target.host)
-
-
-def v5_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
-    """``ScheduleFn`` body: the v5 template once per ``V5_SPACE_VARIANTS`` entry."""
-    return [gemm_v5_space(sch.copy(), lanes=lanes, stages=stages, prefetch=prefetch, columns_outer=columns_outer)
-            for lanes, stages, prefetch, columns_outer in V5_SPACE_VARIANTS]
-
-
-def _space_generator(wl: Workload, space: str) -> ms.space_generator.SpaceGenerator | str:
-    if space == "v5":
-        return ms.space_generator.ScheduleFn(v5_space, sch_rules=[], postprocs="cuda", mutator_probs="cuda")
-    if uses_tensor_cores(wl):
-        return ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
-                                                 mutator_probs="cuda-tensorcore")
-    return "post-order-apply"
+    """The target to tune ``space`` with (``DesignSpace.target``: the v5 space's allows 227 KB of shared memory)."""
+    return get_space(space).target(target)
 
 
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:
@@ -127,10 +85,12 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
 
     ``seconds`` is checked between chunks from the measured time per trial, so the first chunk always runs
     whole: keep ``chunk`` small where trials are slow. Needs a CUDA GPU when any trial is left to run; with
-    enough records it only opens the database. ``space``: see ``SPACES`` (``work_dir_for`` names its database).
+    enough records it only opens the database. ``space``: a name in ``SPACES`` (``work_dir_for`` names its
+    database).
     """
-    _require_space(wl, space)
-    target = space_target(space, target)
+    spec = get_space(space)
+    spec.require(wl)
+    target = spec.target(target)
     deadline = None if seconds is None else time.monotonic() + seconds
     per_trial = None
     while (left := trials - trials_done(work_dir)) > 0:
@@ -143,10 +103,10 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         tc = uses_tensor_cores(wl)
         if tc:
             import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
-        config = tuned_pass_config(wl, space)
+        config = spec.pass_config(wl)
         f_build = functools.partial(build_with_config, config) if config else None
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
-                    num_trials_per_iter=min(n, 64), space=_space_generator(wl, space), seed=0,
+                    num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0,
                     builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin if tc else None,
                                                     f_build=f_build),
                     runner=ms.runner.LocalRunner(timeout_sec=60))
@@ -182,24 +142,44 @@ def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
     return df
 
 
+#: CLI: the sizes each workload takes, in order.
+CLI_SIZES = {"gemm": ("M", "N", "K"), "conv2d": ("N", "C", "H", "W", "K", "R", "S", "STRIDE", "PAD")}
+
+
+def _cli_workload(name: str, sizes: list[int], dtype: str, layout: str | None) -> Workload:
+    """The workload the CLI names; one-line ValueError for a wrong number of sizes or a layout GEMM has not."""
+    from tirbench.workloads import conv2d, gemm
+
+    names = CLI_SIZES[name]
+    if len(sizes) != len(names):
+        raise ValueError(f"{name} takes {len(names)} sizes ({' '.join(names)}), got {len(sizes)}")
+    if name == "gemm":
+        if layout is not None:
+            raise ValueError(f"--layout={layout}: only conv2d has a layout")
+        return gemm(*sizes, dtype=dtype)
+    return conv2d(*sizes, layout=layout or "NCHW", dtype=dtype)
+
+
 def main(argv: list[str] | None = None) -> int:
     from tirbench.session import project_root
-    from tirbench.workloads import gemm
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("workload", choices=["gemm"])
-    p.add_argument("sizes", type=int, nargs=3, metavar=("M", "N", "K"))
+    p.add_argument("workload", choices=list(CLI_SIZES))
+    p.add_argument("sizes", type=int, nargs="+", metavar="SIZE",
+                   help="; ".join(f"{name}: {' '.join(sizes)}" for name, sizes in CLI_SIZES.items()))
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--layout", default=None, help="conv2d only: NCHW (default), NHWC or HWCN")
     p.add_argument("--trials", type=int, required=True)
     p.add_argument("--chunk", type=int, default=64)
     p.add_argument("--seconds", type=float, default=None, help="stop before this many seconds have passed")
-    p.add_argument("--space", choices=SPACES, default="default")
+    p.add_argument("--space", choices=list(SPACES), default="default",
+                   help="; ".join(f"{name}: {space.description}" for name, space in SPACES.items()))
     a = p.parse_args(argv)
     try:
-        wl = gemm(*a.sizes, dtype=a.dtype)
+        wl = _cli_workload(a.workload, a.sizes, a.dtype, a.layout)
         tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=a.seconds,
              space=a.space)
-    except (ValueError, RuntimeError) as err:  # bad sizes/dtype/space, no GPU: one line, exit status 2
+    except (ValueError, RuntimeError) as err:  # bad sizes/dtype/layout/space, no GPU: one line, exit status 2
         p.error(str(err))
     return 0
 
