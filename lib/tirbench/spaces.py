@@ -20,6 +20,7 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench.machine import cuda_target
+from tirbench.schedules.conv2d import conv2d_nchw_splitk_space
 from tirbench.schedules.conv2d_template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.gemm import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG, gemm_v5_space
 from tirbench.workloads.base import Workload
@@ -99,11 +100,15 @@ def _require_template_conv(wl: Workload) -> None:
     require_nchw_fp32_conv(wl, param="space='template'")
 
 
+def _require_splitk_conv(wl: Workload) -> None:
+    require_nchw_fp32_conv(wl, param="space='splitk'")
+
+
 def _default_pass_config(wl: Workload) -> dict[str, bool]:
     return TENSOR_CORE_PASS_CONFIG if uses_tensor_cores(wl) else {}
 
 
-def _template_mutators() -> dict[ms.Mutator, float]:
+def _tile_mutators() -> dict[ms.Mutator, float]:
     """Only tile sizes: "cuda"'s unroll and thread-binding mutators look for MetaSchedule's own annotations."""
     return {ms.mutator.MutateTileSize(): 1.0}
 
@@ -117,7 +122,10 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 db_suffix="_v5space", dynamic_shared_memory=True),
     DesignSpace(name="template", description="fp32 NCHW conv2d: AutoTVM's classic tunable CUDA conv2d template",
                 check=_require_template_conv, schedule_fn=conv2d_template_space, pass_config=lambda wl: {},
-                db_suffix="_templatespace", mutator_probs=_template_mutators),
+                db_suffix="_templatespace", mutator_probs=_tile_mutators),
+    DesignSpace(name="splitk", description="fp32 NCHW conv2d at small batch: input channels split across blocks "
+                "(rfactor), tiles sampled", check=_require_splitk_conv, schedule_fn=conv2d_nchw_splitk_space,
+                pass_config=lambda wl: {}, db_suffix="_splitkspace", mutator_probs=_tile_mutators),
 )}
 
 

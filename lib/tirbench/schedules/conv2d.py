@@ -124,6 +124,20 @@ VARIANTS: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] =
                                                 "thread_tile": (8, 8), "tile_k": 16, "stages": 3}, "HWCN"),
 }
 
+#: Split-K configurations tried on every batch-1 NCHW layer (one that does not divide a layer is skipped): many
+#: slices for the deep 7x7 and 14x14 layers, fewer where channels are few (the 56x56 layers, the 3-channel stem).
+SPLITK_SWEEP: list[dict[str, Any]] = [
+    {"split": 16, "block_k": 16, "thread_k": 2, "block_pixels": (7, 7), "step": 8},
+    {"split": 32, "block_k": 32, "thread_k": 4, "block_pixels": (7, 7), "step": 8},
+    {"split": 8, "block_k": 32, "thread_k": 4, "block_pixels": (7, 7), "step": 8},
+    {"split": 8, "block_k": 16, "thread_k": 4, "block_pixels": (7, 14), "step": 8},
+    {"split": 4, "block_k": 16, "thread_k": 4, "block_pixels": (14, 14), "step": 8},
+    {"split": 4, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
+    {"split": 2, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
+    {"split": 1, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 3},
+    {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 16), "step": 1},
+]
+
 #: Tile configurations of ``hwcn_hopper`` swept on the GPU (each overrides VARIANTS' defaults); the GEMM
 #: ladder's fastest fp32 tilings at 4096^3 (block 128x256, tile_k 16), and smaller blocks for more blocks per SM.
 SWEEP: dict[str, list[dict[str, Any]]] = {
@@ -143,3 +157,96 @@ def conv2d_pass_config(variant: str) -> dict[str, bool]:
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r}: expected one of {', '.join(VARIANTS)}")
     return SIMT_ASYNC_CONFIG if variant == "hwcn_hopper" else {}
+
+
+def _nchw_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, dict[str, int]]:
+    """Block "conv" of an NCHW convolution and its loop extents by name (n, k, oh, ow, c, r, s)."""
+    blk = sch.get_sblock("conv")
+    names = ("n", "k", "oh", "ow", "c", "r", "s")
+    reads = [region.source.name for region in sch.get(blk).reads]
+    if reads != ["Xp", "W"] or len(sch.get_loops(blk)) != len(names):
+        raise ValueError("this schedule needs an NCHW convolution: conv2d(..., layout='NCHW')")
+    return blk, dict(zip(names, (loop_extent(sch, loop) for loop in sch.get_loops(blk))))
+
+
+def conv2d_nchw_splitk(sch: s_tir.Schedule, *, split: int = 16, block_k: int = 16, thread_k: int = 2,
+                       block_pixels: tuple[int, int] = (7, 7), step: int = 8) -> s_tir.Schedule:
+    """A small-batch convolution with its input channels split ``split`` ways across blocks (split-K).
+
+    At batch 1 a layer has few outputs (25,088 for ResNet-50's last 3x3 layer, for 132 SMs), each a long sum
+    (4,608 products). ``rfactor`` turns the sum over input channels into ``split`` partial sums written to a buffer
+    ``Y_rf`` by independent blocks, and a second kernel adds them up: ``split`` times more blocks, each with a
+    ``split``-times shorter reduction. A block computes ``block_k`` output channels x ``block_pixels`` (rows x
+    columns) for one slice; each thread ``thread_k`` channels of one pixel in registers. ``step`` input channels at a
+    time, the padded input window and the filter slice go to shared memory (a cooperative fetch by all threads, the
+    padding inlined as a predicate), and the kernel window's loops are unrolled.
+    """
+    blk, ext = _nchw_block(sch)
+    for value, param in ((split, "split"), (block_k, "block_k"), (thread_k, "thread_k"), (step, "step")):
+        require_positive_int(value, param=param)
+    (py, px) = block_pixels
+    require_divides(ext["c"], split, param="split", axis="c (input channels)")
+    require_divides(ext["c"] // split, step, param="step", axis="c / split")
+    require_divides(ext["k"], block_k, param="block_k", axis="k (output channels)")
+    require_divides(block_k, thread_k, param="thread_k", axis="block_k")
+    require_divides(ext["oh"], py, param="block_pixels[0]", axis="oh (output rows)")
+    require_divides(ext["ow"], px, param="block_pixels[1]", axis="ow (output columns)")
+    threads = block_k // thread_k * py * px
+    require_threads(threads, param="block_k/thread_k*block_pixels")
+
+    _splitk_nest(sch, blk, rc_factors=[split, ext["c"] // split // step, step],
+                 k_factors=[None, block_k // thread_k, thread_k], y_factors=[None, py], x_factors=[None, px])
+    return sch
+
+
+def conv2d_nchw_splitk_space(sch: s_tir.Schedule) -> s_tir.Schedule:
+    """``conv2d_nchw_splitk`` with its numbers left to MetaSchedule: a design space for ``ScheduleFn``.
+
+    ``sample_perfect_tile`` splits the input channels into (slices, steps, channels per step), the output channels
+    into (blocks, threads, per thread), the output rows and columns into (blocks, threads). Samples with more than
+    1024 threads or too much shared memory are dropped by ``VerifyGPUCode``.
+    """
+    blk, _ = _nchw_block(sch)
+    _, f, y, x, rc, _, _ = sch.get_loops(blk)
+    _splitk_nest(sch, blk, rc_factors=sch.sample_perfect_tile(rc, n=3, max_innermost_factor=16),
+                 k_factors=sch.sample_perfect_tile(f, n=3, max_innermost_factor=8),
+                 y_factors=sch.sample_perfect_tile(y, n=2, max_innermost_factor=16),
+                 x_factors=sch.sample_perfect_tile(x, n=2, max_innermost_factor=16))
+    return sch
+
+
+def _splitk_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rc_factors: list, k_factors: list, y_factors: list,
+                 x_factors: list) -> None:
+    """The split-K nest on an NCHW "conv" block; factors are ints (None for the outermost) or sampled ExprRVs.
+
+    ``rc_factors``: (slices, steps, channels per step) of the input channels; ``k_factors``: (blocks, threads,
+    per thread) of the output channels; ``y_factors`` / ``x_factors``: (blocks, threads) of the output rows / columns.
+    """
+    n, f, y, x, rc, ry, rx = sch.get_loops(blk)
+    rs, rco, rci = sch.split(rc, factors=rc_factors)
+    partial = sch.rfactor(rs, factor_axis=0)          # block "conv_rf": Y_rf[slice, n, k, oh, ow]
+    n, f, y, x, rs, rco, rci, ry, rx = sch.get_loops(partial)
+    bf, tf, fi = sch.split(f, factors=k_factors)
+    by, ty = sch.split(y, factors=y_factors)
+    bx, tx = sch.split(x, factors=x_factors)
+    sch.reorder(rs, n, bf, by, bx, tf, ty, tx, rco, ry, rx, rci, fi)
+    sch.bind(sch.fuse(rs, n, bf, by, bx), "blockIdx.x")
+    thread = sch.fuse(tf, ty, tx)
+    sch.bind(thread, "threadIdx.x")
+    acc = sch.cache_write(partial, 0, "local")
+    sch.reverse_compute_at(acc, thread)
+    for index in (0, 1):                              # Xp window, W slice
+        cache = sch.cache_read(partial, index, "shared")
+        sch.compute_at(cache, rco)
+        fused = sch.fuse(*sch.get_loops(cache)[3:])   # the loops under (blocks, threads, rco)
+        _, *lanes = sch.split(fused, factors=[None, k_factors[1], y_factors[1], x_factors[1]])
+        sch.bind(sch.fuse(*lanes), "threadIdx.x")
+    sch.compute_inline(sch.get_sblock("pad"))
+    for loop in (ry, rx, rci, fi):
+        sch.unroll(loop)
+    sch.decompose_reduction(partial, rco)
+    final = sch.get_sblock("conv")                    # Y = sum of the slices, one thread per output
+    outputs = sch.fuse(*sch.get_loops(final)[:4])
+    blocks, lanes = sch.split(outputs, factors=[None, 128])
+    sch.bind(blocks, "blockIdx.x")
+    sch.bind(lanes, "threadIdx.x")
