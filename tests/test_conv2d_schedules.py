@@ -165,3 +165,14 @@ def test_splitk_space_samples_valid_kernels():
             if passed <= 2:
                 assert kernel_only(device_source(sch)).count("__global__") == 2
     assert len(decisions) >= 10 and passed >= 6
+
+
+def test_splitk_space_traces_replay_with_other_decisions():
+    """The evolutionary search replays a trace with mutated decisions: the loop counts the trace fetches must not
+    depend on the sampled tiles (a unit tile once dropped a loop and broke every replay: "6 vs. 5" outputs)."""
+    for seed in range(1, 9):
+        trace = conv2d_nchw_splitk_space(s_tir.Schedule(LAST.mod, seed=seed)).trace
+        other = conv2d_nchw_splitk_space(s_tir.Schedule(LAST.mod, seed=seed + 100)).trace
+        for (inst, _), decision in zip(trace.decisions.items(), other.decisions.values()):
+            trace = trace.with_decision(inst, decision, remove_postproc=True)
+        trace.apply_to_schedule(s_tir.Schedule(LAST.mod), remove_postproc=True)

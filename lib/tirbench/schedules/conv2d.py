@@ -237,7 +237,7 @@ def _splitk_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rc_factors: list, 
     sch.reverse_compute_at(acc, thread)
     for index in (0, 1):                              # Xp window, W slice
         cache = sch.cache_read(partial, index, "shared")
-        sch.compute_at(cache, rco)
+        sch.compute_at(cache, rco, preserve_unit_loops=True)   # a fixed loop count, whatever the sampled tiles
         fused = sch.fuse(*sch.get_loops(cache)[3:])   # the loops under (blocks, threads, rco)
         _, *lanes = sch.split(fused, factors=[None, k_factors[1], y_factors[1], x_factors[1]])
         sch.bind(sch.fuse(*lanes), "threadIdx.x")
