@@ -60,3 +60,26 @@ def test_readme_table_is_generated_from_csv(tmp_path):
     assert "02_window_sum | | | | | | | | not run on a GPU yet" in text
     assert "03_gemm | | | | | | | | not run on a GPU yet" in text
     assert not report.update_readme(readme, root)
+
+
+def test_conv_rows_are_compared_with_the_fastest_cudnn_and_the_sweep_has_a_geomean(tmp_path):
+    root = make_root(tmp_path)
+    last, stem = "1x512x7x7x512x3x3x1x1", "1x3x224x224x64x7x7x2x3"
+
+    def conv(shape, variant, provider, ms):
+        return row(notebook="04_conv2d", workload="conv2d", shape=shape, variant=variant, provider=provider,
+                   median_ms=ms, gflops=1000.0 / ms)
+
+    append_rows(root / "results" / "04_conv2d" / "results.csv", [
+        conv(last, "nchw_splitk_ms", "metaschedule", 0.04), conv(last, "nchw_metaschedule", "metaschedule", 0.12),
+        conv(last, "cudnn_nchw", "cudnn", 0.16), conv(last, "cudnn_nhwc", "cudnn", 0.14),
+        conv(stem, "nchw_splitk_best", "tvm", 0.035), conv(stem, "cudnn_nchw", "cudnn", 0.021)])
+    table = report.headline_table(root)
+    assert "| nchw_splitk_ms | metaschedule | 0.0400 |" in table and "3.500x cudnn_nhwc" in table
+    sweep = report.sweep_table(root)
+    assert "| 1x512x7x7x512x3x3x1x1 | nchw_splitk_ms | 0.0400 | cudnn_nhwc | 0.1400 | 3.500x |" in sweep
+    assert "| 1x3x224x224x64x7x7x2x3 | nchw_splitk_best | 0.0350 | cudnn_nchw | 0.0210 | 0.600x |" in sweep
+    assert f"**{(3.5 * 0.6) ** 0.5:.3f}x**" in sweep   # geometric mean of the two ratios
+    readme = root / "README.md"
+    readme.write_text(f"{report.START}\n{report.END}\n{report.SWEEP_START}\nold\n{report.SWEEP_END}\n")
+    assert report.update_readme(readme, root) and "old" not in readme.read_text() and "1.449x" in readme.read_text()

@@ -2,7 +2,9 @@
 
     python -m tirbench.report README.md
 
-rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->``; nothing is typed by hand.
+rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
+``<!-- conv-sweep:start -->`` and ``<!-- conv-sweep:end -->`` (the batch-1 ResNet-50 layers against cuDNN, with
+their geometric mean) when the README has that section; nothing is typed by hand.
 """
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 
 from tirbench.results import latest_run, read_results
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+SWEEP_START, SWEEP_END = "<!-- conv-sweep:start -->", "<!-- conv-sweep:end -->"
 
 
 @dataclass(frozen=True)
@@ -21,7 +26,8 @@ class Headline:
     """Which rows of a notebook's latest run the README shows, and what they are compared with."""
 
     shapes: tuple[str, ...]   # rows with these shapes
-    baseline: str             # variant each row is divided by; "{dtype}" is replaced by the row's dtype
+    baseline: str             # variant each row is divided by; "{dtype}" is replaced by the row's dtype;
+                              # "fastest:<provider>": that provider's fastest row of the same shape and dtype
     metric: str               # "gbps" or "gflops"
     variants: tuple[str, ...] | None = None   # only these variants (None: all)
 
@@ -33,7 +39,13 @@ HEADLINES: list[tuple[str, Headline]] = [
     ("03_gemm", Headline(("1024x1024x1024",), "cublas_{dtype}", "gflops",
                          ("v5_best", "v7_best", "v8_best", "metaschedule_float32", "metaschedule_v5_space_float32",
                           "cublas_float32", "cublas_float16"))),
+    ("04_conv2d", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+    ("04_conv2d", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
 ]
+#: The notebook and shapes of the batch-1 ResNet-50 sweep (the README's second table).
+SWEEP_NOTEBOOK = "04_conv2d"
+SWEEP_SHAPES = ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
+                "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")
 UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}
 
 
@@ -53,8 +65,7 @@ def headline_table(root: Path) -> str:
         if head.variants is not None:
             df = df[df["variant"].isin(head.variants)]
         for r in df.itertuples():
-            baseline = head.baseline.format(dtype=r.dtype)
-            base = df.loc[(df["variant"] == baseline) & (df["dtype"] == r.dtype), head.metric]
+            baseline, base = _baseline(df, head, r)
             ratio = f"{getattr(r, head.metric) / base.iloc[0]:.3f}x {baseline}" if len(base) else ""
             lines.append(f"| {nb} | {r.workload} | {r.shape} | {r.variant} | {r.provider} | {r.median_ms:.4f} | "
                          f"{getattr(r, head.metric):,.0f} {UNITS[head.metric]} | {ratio} | "
@@ -62,14 +73,52 @@ def headline_table(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _baseline(df: pd.DataFrame, head: Headline, r) -> tuple[str, pd.Series]:
+    """The name of the row ``r`` is compared with, and its metric (empty when the run has no such row)."""
+    same = df[(df["dtype"] == r.dtype) & (df["shape"].astype(str) == str(r.shape))]
+    if head.baseline.startswith("fastest:"):
+        rows = same[same["provider"] == head.baseline.split(":", 1)[1]].sort_values(head.metric)
+        return (rows["variant"].iloc[-1], rows[head.metric].iloc[-1:]) if len(rows) else (head.baseline, rows[head.metric])
+    baseline = head.baseline.format(dtype=r.dtype)
+    return baseline, df.loc[(df["variant"] == baseline) & (df["dtype"] == r.dtype), head.metric]
+
+
+def sweep_table(root: Path) -> str:
+    """Per batch-1 ResNet-50 layer of the latest 04_conv2d run: the fastest TVM kernel (hand or tuned), the fastest
+    cuDNN layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
+    df = latest_run(read_results(root / "results" / SWEEP_NOTEBOOK / "results.csv"))
+    lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest TVM | ms | fastest cuDNN | ms | cuDNN time / TVM time |",
+             "|---|---|---:|---|---:|---:|"]
+    ratios = []
+    for shape in SWEEP_SHAPES:
+        rows = df[df["shape"].astype(str) == shape] if not df.empty else df
+        ours = rows[rows["provider"].isin(["tvm", "metaschedule"])].sort_values("median_ms")
+        vendor = rows[rows["provider"] == "cudnn"].sort_values("median_ms")
+        if ours.empty or vendor.empty:
+            continue
+        ratios.append(vendor["median_ms"].iloc[0] / ours["median_ms"].iloc[0])
+        lines.append(f"| {shape} | {ours['variant'].iloc[0]} | {ours['median_ms'].iloc[0]:.4f} | "
+                     f"{vendor['variant'].iloc[0]} | {vendor['median_ms'].iloc[0]:.4f} | {ratios[-1]:.3f}x |")
+    if not ratios:
+        return "not run on a GPU yet"
+    lines.append(f"| geometric mean over {len(ratios)} layers | | | | | **{float(np.exp(np.mean(np.log(ratios)))):.3f}x** |")
+    return "\n".join(lines) + f"\n\n{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
 def update_readme(readme: Path, root: Path) -> bool:
-    """Replace the marked section of ``readme``; returns whether the file changed."""
+    """Replace the marked sections of ``readme``; returns whether the file changed."""
     text = readme.read_text()
     if START not in text or END not in text:
         raise ValueError(f"{readme} has no {START} ... {END} section")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{headline_table(root)}\n{END}{tail}"
+    new = _replace(text, START, END, headline_table(root))
+    if SWEEP_START in new and SWEEP_END in new:
+        new = _replace(new, SWEEP_START, SWEEP_END, sweep_table(root))
     if new != text:
         readme.write_text(new)
     return new != text
