@@ -12,9 +12,10 @@ from tvm import s_tir
 from tirbench.cuda_source import device_source, kernel_only, nvcc_report
 from tirbench.harness import run_checked
 from tirbench.machine import cpu_target
-from tirbench.schedules.gemm import (LADDER, SIMT_ASYNC_CONFIG, gemm_pass_config, gemm_v0_naive, gemm_v1_local,
-                                     gemm_v2_shared, gemm_v3_vectorized, gemm_v5_space, gemm_v5_warp_tiled,
-                                     gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma)
+from tirbench.schedules.gemm import (LADDER, gemm_pass_config, gemm_v0_naive, gemm_v1_local, gemm_v2_shared,
+                                     gemm_v3_vectorized, gemm_v5_space, gemm_v5_warp_tiled)
+from tirbench.schedules.gemm_tensorcore import gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
 

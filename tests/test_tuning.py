@@ -13,7 +13,8 @@ from tirbench.cuda_source import device_source
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench.machine import has_cuda_gpu
-from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG, gemm_v5_warp_tiled
+from tirbench.schedules.gemm import gemm_v5_warp_tiled
+from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG
 from tirbench.spaces import SPACES, get_space
 from tirbench.tuning import (V5_SPACE_VARIANTS, best_schedule, build_with_config, open_database, space_target,
                              trials_done, tune, tuned_pass_config, tuning_history, v5_space, work_dir_for)

@@ -22,7 +22,8 @@ from tvm.s_tir import meta_schedule as ms
 from tirbench.machine import cuda_target
 from tirbench.schedules.conv2d import conv2d_nchw_splitk_space
 from tirbench.schedules.conv2d_template import conv2d_template_space, require_nchw_fp32_conv
-from tirbench.schedules.gemm import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG, gemm_v5_space
+from tirbench.schedules.gemm import gemm_v5_space
+from tirbench.schedules.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from tvm import s_tir
 
 from tirbench.schedules.checks import loop_extent, require_divides, require_positive_int, require_threads
-from tirbench.schedules.gemm import SIMT_ASYNC_CONFIG, check_simt_tiles, simt_nest
+from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG, check_simt_tiles, simt_nest
 
 
 def _hwcn_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, dict[str, int]]:

@@ -1,0 +1,221 @@
+"""The GEMM ladder's tensor-core rungs (float16 inputs, float32 accumulators): v6 wmma 16x16x16 fragments and v7
+ldmatrix + mma.sync m16n8k16 (both built by ``_tensor_core``; they import ``tvm.s_tir.tensor_intrin.cuda`` on
+first use, ~35 s), v8 Hopper's warpgroup MMA (``wgmma``, its intrinsics registered by ``wgmma_intrin``), and
+``MMA_ASYNC_CONFIG``, the PassContext config for the cp.async copies of v7 and v8.
+
+``tirbench.schedules.gemm`` lists these rungs in ``LADDER`` with the SIMT ones, and its ``gemm_pass_config`` gives
+the config to compile each with; the checks, block order and software pipeline they use are in
+``tirbench.schedules.tiling``.
+"""
+from __future__ import annotations
+
+import functools
+
+from tvm import s_tir
+
+from tirbench.schedules import wgmma_intrin
+from tirbench.schedules.checks import require_divides, require_positive_int, require_threads
+from tirbench.schedules.tiling import (WARP, bind_blocks, gemm_block, padded, pipeline, require_fetch,
+                                       require_multiple, require_prefetch, require_shared)
+
+
+def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -> None:
+    """ValueError unless the GEMM block reads float16 inputs (``kernel``: what needs them, for the message)."""
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "float16":
+        raise ValueError(f"{kernel} float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
+
+
+def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
+                 tile_k: int, stages: int, async_copy: bool, raster: int = 1,
+                 prefetch: str = "none") -> s_tir.Schedule:
+    """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
+
+    Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
+    go to shared memory (16-byte copies; rows padded by 8 halves so fragment loads are conflict-free),
+    fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``prefetch`` (``mma`` only,
+    see ``PREFETCH``): how far ahead of the math the fragment loads run.
+    """
+    blk, m, n, k = gemm_block(sch)
+    _require_float16(sch, blk, kernel="tensor cores need")
+    (bm, bn), (wm, wn) = block_tile, warp_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
+        require_multiple(value, 16, param=param)
+    require_positive_int(stages, param="stages")
+    require_prefetch(prefetch, stages)
+    if not mma and prefetch != "none":
+        raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = (bm // wm) * (bn // wn)
+    require_threads(warps * WARP, param="block_tile/warp_tile")
+    require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, 8, operand="B")
+    require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
+                   block_tile=block_tile, tile_k=tile_k, stages=stages)
+    from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
+
+    if mma:
+        intrins = dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
+                       compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
+                       store=tc.MMA_store_16x16_f32_global_INTRIN)
+        scopes = ("warp", "warp", "warp")
+    else:
+        intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope="global", in_dtype="float16",
+                                           out_dtype="float32", trans_b=False)
+        scopes = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    j, j16 = sch.split(j, factors=[None, 16])
+    kk, k16 = sch.split(kk, factors=[None, 16])
+    sch.reorder(i, j, kk, i16, j16, k16)
+    tile = sch.blockize(i16)  # block "C_o": one 16x16x16 product
+    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
+    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
+    ko, ki = sch.split(kk, factors=[None, tile_k // 16])
+    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
+    bind_blocks(sch, by, bx, raster)
+    warp = sch.fuse(wy, wx)
+    sch.bind(warp, "threadIdx.y")
+    for idx in (0, 1):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(sh)[-2:]), factors=[None, warps, WARP, 8])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+        sch.storage_align(sh, 0, axis=-2, factor=32, offset=8)
+    frag_a, frag_b = (sch.cache_read(tile, idx, scopes[idx]) for idx in (0, 1))
+    sch.compute_at(frag_a, ki)
+    sch.compute_at(frag_b, ki)
+    acc = sch.cache_write(tile, 0, scopes[2])
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+
+    def tile16(block: s_tir.SBlockRV) -> s_tir.LoopRV:
+        """Split the block's last two loops into 16x16 tiles; return the outer loop of one tile."""
+        r, c = sch.get_loops(block)[-2:]
+        r0, r1 = sch.split(r, factors=[None, 16])
+        c0, c1 = sch.split(c, factors=[None, 16])
+        sch.reorder(r0, c0, r1, c1)
+        return r1
+
+    load_a, load_b, store = tile16(frag_a), tile16(frag_b), tile16(acc)
+    if mma:  # "warp" buffers laid out as [tile, tile, 32 lanes, 8 registers], the order ldmatrix/mma.sync use
+        def lanes(r, c):
+            return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+        sch.transform_layout(frag_a, ("write", 0), lanes)
+        sch.transform_layout(frag_b, ("write", 0), lanes)
+        sch.transform_layout(acc, ("read", 0), lanes)
+    sch.tensorize(load_a, intrins["load_a"])
+    sch.tensorize(load_b, intrins["load_b"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], intrins["init"])
+    sch.tensorize(store, intrins["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], intrins["compute"])
+    pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
+    return sch
+
+
+def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                 warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32) -> s_tir.Schedule:
+    """fp16 tensor cores through wmma 16x16x16 fragments (float32 accumulators); synchronous copies."""
+    return _tensor_core(sch, mma=False, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=1,
+                        async_copy=False)
+
+
+def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
+                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step") -> s_tir.Schedule:
+    """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
+    shared-memory pipeline, fragment loads ahead of the math (``prefetch``, default one k step: see
+    ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse."""
+    return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
+                        async_copy=async_copy, raster=raster, prefetch=prefetch)
+
+
+def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 64,
+                  stages: int = 3, raster: int = 1, layout: str = "swizzle128",
+                  overlap: bool = False) -> s_tir.Schedule:
+    """fp16 tensor cores through Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a), operands read from shared
+    memory by descriptor: every warp owns 16 rows x the whole block width; four warps form a warpgroup that
+    multiplies its 64 rows per ``wgmma`` (``tirbench.schedules.wgmma_intrin``). cp.async fills a ``stages``-deep
+    pipeline of tiles stored in one of wgmma's shared-memory ``layout``s (``"swizzle128"`` needs ``tile_k`` = 64;
+    ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C. ``overlap``: a k
+    tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
+    group, not its own; the copies move after the math, into the buffer that finished group read)."""
+    blk, m, n, k = gemm_block(sch)
+    _require_float16(sch, blk, kernel="wgmma needs")
+    bm, bn = block_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_multiple(bm, 64, param="block_tile[0]")  # whole warpgroups of 64 rows
+    require_multiple(bn, 16, param="block_tile[1]")
+    if bn > wgmma_intrin.MAX_N:
+        raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma_intrin.MAX_N} columns")
+    require_multiple(tile_k, 16, param="tile_k")
+    if layout not in wgmma_intrin.LAYOUTS:
+        raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma_intrin.LAYOUTS))}")
+    if layout == "swizzle128" and tile_k != 64:
+        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds rows of 64 halves, so tile_k must be 64")
+    require_positive_int(stages, param="stages")
+    if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
+        raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = bm // 16
+    require_threads(warps * WARP, param="block_tile[0]")
+    require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, 8, operand="B")
+    require_shared(stages * (bm + bn) * tile_k * 2, block_tile=block_tile, tile_k=tile_k, stages=stages)
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    bx, jn = sch.split(j, factors=[None, bn])
+    ko, kt = sch.split(kk, factors=[None, tile_k])
+    sch.reorder(i, bx, ko, i16, jn, kt)
+    tile = sch.blockize(i16)  # block "C_o": one warp's 16 x bn x tile_k product
+    by, warp = sch.split(i, factors=[None, warps])
+    sch.reorder(by, bx, warp, ko)
+    bind_blocks(sch, by, bx, raster)
+    sch.bind(warp, "threadIdx.y")
+    for idx, place in enumerate((wgmma_intrin.a_layout, wgmma_intrin.b_layout)):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), functools.partial(place, layout),
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        r, r8 = sch.split(r, factors=[None, 8])
+        c, c8 = sch.split(c, factors=[None, 8])
+        if layout == "interleaved":  # consecutive threads fill consecutive 16 B rows of a core matrix
+            sch.reorder(r, c, r8, c8)
+            threads = sch.fuse(r, c, r8)
+        else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
+            threads = sch.fuse(r, r8, c)
+        _, ty, tx = sch.split(threads, factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(c8)
+    acc = sch.cache_write(tile, 0, "local")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+    # Each lane keeps the registers wgmma gives it: (16-column tile, register). The map drops the lane, so it is
+    # not injective over the warp's 16 rows, which TVM cannot check; it holds per thread, which is what "local"
+    # storage is, and every block touching these registers is tensorized with intrinsics written for it.
+    sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma_intrin.register_of(r, c),
+                         assume_injective_transform=True)
+    names = wgmma_intrin.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0)
+    sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], names["init"])
+    sch.tensorize(sch.get_loops(acc)[-2], names["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], names["compute"])
+    pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
+    return sch
+
+
+#: cp.async in the mma kernel (storage rewriting must stay on there: the "warp" buffers need it).
+MMA_ASYNC_CONFIG = {"tirx.use_async_copy": True}
