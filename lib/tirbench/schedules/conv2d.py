@@ -17,13 +17,17 @@ from tirbench.schedules.checks import loop_extent, require_divides, require_posi
 from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG, check_simt_tiles, simt_nest
 
 
-def _hwcn_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, dict[str, int]]:
-    """Block "conv" of an HWCN convolution and its loop extents by name (oh, ow, k, n, r, s, c)."""
+#: Per layout: the "conv" block's loops by name, and the buffers it reads, in order.
+_CONV_LOOPS = {"HWCN": (("oh", "ow", "k", "n", "r", "s", "c"), ["W", "Xp"]),
+               "NCHW": (("n", "k", "oh", "ow", "c", "r", "s"), ["Xp", "W"])}
+
+
+def _conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[str, int]]:
+    """Block "conv" of a ``layout`` convolution and its loop extents by name; one-line error for another layout."""
     blk = sch.get_sblock("conv")
-    names = ("oh", "ow", "k", "n", "r", "s", "c")
-    reads = [region.source.name for region in sch.get(blk).reads]
-    if reads != ["W", "Xp"] or len(sch.get_loops(blk)) != len(names):
-        raise ValueError("this schedule needs an HWCN convolution: conv2d(..., layout='HWCN')")
+    names, reads = _CONV_LOOPS[layout]
+    if [region.source.name for region in sch.get(blk).reads] != reads or len(sch.get_loops(blk)) != len(names):
+        raise ValueError(f"this schedule needs an {layout} convolution: conv2d(..., layout='{layout}')")
     return blk, dict(zip(names, (loop_extent(sch, loop) for loop in sch.get_loops(blk))))
 
 
@@ -38,7 +42,7 @@ def conv2d_hwcn_classic(sch: s_tir.Schedule, *, tile: int = 8, threads: int = 8,
     runs over ``step`` input channels at a time, per kernel tap: an ``step x tile*threads`` slice of the padded
     input and of the filter goes to shared memory (cooperative fetch, ``vector``-wide loads), then to registers.
     """
-    blk, ext = _hwcn_block(sch)
+    blk, ext = _conv_block(sch, "HWCN")
     for value, param in ((tile, "tile"), (threads, "threads"), (step, "step"), (vthreads, "vthreads")):
         require_positive_int(value, param=param)
     block_factor = tile * threads
@@ -97,7 +101,7 @@ def conv2d_hwcn_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     ``prefetch`` and ``columns_outer`` mean what they mean for ``gemm_v5_warp_tiled``. Compile with
     ``conv2d_pass_config("hwcn_hopper")``.
     """
-    blk, ext = _hwcn_block(sch)
+    blk, ext = _conv_block(sch, "HWCN")
     threads = check_simt_tiles((ext["k"], ext["n"], ext["c"]), block_tile=block_tile, warp_tile=warp_tile,
                                thread_tile=thread_tile, tile_k=tile_k, vector=4, stages=stages, raster=raster,
                                prefetch=prefetch, a_k_major=True,
@@ -159,16 +163,6 @@ def conv2d_pass_config(variant: str) -> dict[str, bool]:
     return SIMT_ASYNC_CONFIG if variant == "hwcn_hopper" else {}
 
 
-def _nchw_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, dict[str, int]]:
-    """Block "conv" of an NCHW convolution and its loop extents by name (n, k, oh, ow, c, r, s)."""
-    blk = sch.get_sblock("conv")
-    names = ("n", "k", "oh", "ow", "c", "r", "s")
-    reads = [region.source.name for region in sch.get(blk).reads]
-    if reads != ["Xp", "W"] or len(sch.get_loops(blk)) != len(names):
-        raise ValueError("this schedule needs an NCHW convolution: conv2d(..., layout='NCHW')")
-    return blk, dict(zip(names, (loop_extent(sch, loop) for loop in sch.get_loops(blk))))
-
-
 def conv2d_nchw_splitk(sch: s_tir.Schedule, *, split: int = 16, block_k: int = 16, thread_k: int = 2,
                        block_pixels: tuple[int, int] = (7, 7), step: int = 8) -> s_tir.Schedule:
     """A small-batch convolution with its input channels split ``split`` ways across blocks (split-K).
@@ -181,7 +175,7 @@ def conv2d_nchw_splitk(sch: s_tir.Schedule, *, split: int = 16, block_k: int = 1
     time, the padded input window and the filter slice go to shared memory (a cooperative fetch by all threads, the
     padding inlined as a predicate), and the kernel window's loops are unrolled.
     """
-    blk, ext = _nchw_block(sch)
+    blk, ext = _conv_block(sch, "NCHW")
     for value, param in ((split, "split"), (block_k, "block_k"), (thread_k, "thread_k"), (step, "step")):
         require_positive_int(value, param=param)
     (py, px) = block_pixels
@@ -206,7 +200,7 @@ def conv2d_nchw_splitk_space(sch: s_tir.Schedule) -> s_tir.Schedule:
     into (blocks, threads, per thread), the output rows and columns into (blocks, threads). Samples with more than
     1024 threads or too much shared memory are dropped by ``VerifyGPUCode``.
     """
-    blk, _ = _nchw_block(sch)
+    blk, _ = _conv_block(sch, "NCHW")
     _, f, y, x, rc, _, _ = sch.get_loops(blk)
     _splitk_nest(sch, blk, rc_factors=sch.sample_perfect_tile(rc, n=3, max_innermost_factor=16),
                  k_factors=sch.sample_perfect_tile(f, n=3, max_innermost_factor=8),
