@@ -8,7 +8,8 @@ already has ``trials`` records replays the best schedule without tuning, and a r
 
 tunes (on a CUDA GPU) until the database holds that many records for the workload or the time is nearly up.
 The search space (``--space``) comes from the registry in ``tirbench.spaces``: ``"default"`` (MetaSchedule's own
-rules), ``"v5"`` (the fp32 GEMM v5 template), ``"template"`` (AutoTVM's conv2d template), each in its own database.
+rules), ``"v5"`` (the fp32 GEMM v5 template), ``"template"`` (AutoTVM's conv2d template), ``"splitk"`` (NCHW conv2d
+with the input channels split across blocks), each in its own database.
 """
 from __future__ import annotations
 
