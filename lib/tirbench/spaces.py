@@ -22,6 +22,7 @@ from tvm.s_tir import meta_schedule as ms
 from tirbench.machine import cuda_target
 from tirbench.schedules.conv2d import conv2d_nchw_splitk_space
 from tirbench.schedules.conv2d_template import conv2d_template_space, require_nchw_fp32_conv
+from tirbench.schedules.conv2d_tensorcore import CONV_TC_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm import gemm_v5_space
 from tirbench.schedules.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
@@ -105,6 +106,12 @@ def _require_splitk_conv(wl: Workload) -> None:
     require_nchw_fp32_conv(wl, param="space='splitk'")
 
 
+def _require_fp16_nhwc_conv(wl: Workload) -> None:
+    if wl.name != "conv2d" or wl.dtype != "float16" or wl.layout != "NHWC":
+        raise ValueError(f"space='wmma' is the fp16 NHWC conv2d implicit GEMM, not {wl.name} {wl.dtype} "
+                         f"{wl.layout or ''}".rstrip())
+
+
 def _default_pass_config(wl: Workload) -> dict[str, bool]:
     return TENSOR_CORE_PASS_CONFIG if uses_tensor_cores(wl) else {}
 
@@ -127,6 +134,10 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
     DesignSpace(name="splitk", description="fp32 NCHW conv2d at small batch: input channels split across blocks "
                 "(rfactor), tiles sampled", check=_require_splitk_conv, schedule_fn=conv2d_nchw_splitk_space,
                 pass_config=lambda wl: {}, db_suffix="_splitkspace", mutator_probs=_tile_mutators),
+    DesignSpace(name="wmma", description="fp16 NHWC conv2d: the implicit GEMM on wmma fragments whose shape "
+                "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
+                schedule_fn=conv2d_wmma_space, pass_config=lambda wl: CONV_TC_CONFIG, db_suffix="_wmmaspace",
+                dynamic_shared_memory=True, mutator_probs=_tile_mutators),
 )}
 
 

@@ -35,6 +35,9 @@ def import_tensor_intrin() -> None:
     """Builder-worker initializer: registers the CUDA tensor intrinsics (20-40 s per worker)."""
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
+    from tirbench.schedules.conv2d_tensorcore import register_wmma_intrins
+    register_wmma_intrins()  # the wmma space's fragment shapes TVM does not register
+
 
 def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.target.Target,
                       _params: object) -> tvm.runtime.Module:

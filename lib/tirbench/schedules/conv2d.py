@@ -19,7 +19,8 @@ from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG, check_simt_tiles, simt_
 
 #: Per layout: the "conv" block's loops by name, and the buffers it reads, in order.
 _CONV_LOOPS = {"HWCN": (("oh", "ow", "k", "n", "r", "s", "c"), ["W", "Xp"]),
-               "NCHW": (("n", "k", "oh", "ow", "c", "r", "s"), ["Xp", "W"])}
+               "NCHW": (("n", "k", "oh", "ow", "c", "r", "s"), ["Xp", "W"]),
+               "NHWC": (("n", "oh", "ow", "k", "r", "s", "c"), ["Xp", "W"])}
 
 
 def _conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[str, int]]:

@@ -28,7 +28,7 @@ def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -
 
 def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
                  tile_k: int, stages: int, async_copy: bool, raster: int = 1,
-                 prefetch: str = "none") -> s_tir.Schedule:
+                 prefetch: str = "none", block: str = "C") -> s_tir.Schedule:
     """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
 
     Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
@@ -36,8 +36,9 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``prefetch`` (``mma`` only,
     see ``PREFETCH``): how far ahead of the math the fragment loads run.
     """
-    blk, m, n, k = gemm_block(sch)
+    blk, m, n, k = gemm_block(sch, block)
     _require_float16(sch, blk, kernel="tensor cores need")
+    c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     (bm, bn), (wm, wn) = block_tile, warp_tile
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
@@ -62,10 +63,11 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     if mma:
         intrins = dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
                        compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
-                       store=tc.MMA_store_16x16_f32_global_INTRIN)
+                       store={"global": tc.MMA_store_16x16_f32_global_INTRIN,
+                              "shared.dyn": tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE}[c_scope])
         scopes = ("warp", "warp", "warp")
     else:
-        intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope="global", in_dtype="float16",
+        intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope=c_scope, in_dtype="float16",
                                            out_dtype="float32", trans_b=False)
         scopes = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
@@ -97,9 +99,9 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     sch.reverse_compute_at(acc, warp)
     sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
 
-    def tile16(block: s_tir.SBlockRV) -> s_tir.LoopRV:
+    def tile16(copy: s_tir.SBlockRV) -> s_tir.LoopRV:
         """Split the block's last two loops into 16x16 tiles; return the outer loop of one tile."""
-        r, c = sch.get_loops(block)[-2:]
+        r, c = sch.get_loops(copy)[-2:]
         r0, r1 = sch.split(r, factors=[None, 16])
         c0, c1 = sch.split(c, factors=[None, 16])
         sch.reorder(r0, c0, r1, c1)
@@ -115,33 +117,33 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
         sch.transform_layout(acc, ("read", 0), lanes)
     sch.tensorize(load_a, intrins["load_a"])
     sch.tensorize(load_b, intrins["load_b"])
-    sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], intrins["init"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], intrins["init"])
     sch.tensorize(store, intrins["store"])
-    sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], intrins["compute"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], intrins["compute"])
     pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
     return sch
 
 
 def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
-                 warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32) -> s_tir.Schedule:
+                 warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32, block: str = "C") -> s_tir.Schedule:
     """fp16 tensor cores through wmma 16x16x16 fragments (float32 accumulators); synchronous copies."""
     return _tensor_core(sch, mma=False, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=1,
-                        async_copy=False)
+                        async_copy=False, block=block)
 
 
 def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                 warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
-                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step") -> s_tir.Schedule:
+                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step", block: str = "C") -> s_tir.Schedule:
     """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
     shared-memory pipeline, fragment loads ahead of the math (``prefetch``, default one k step: see
     ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse."""
     return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
-                        async_copy=async_copy, raster=raster, prefetch=prefetch)
+                        async_copy=async_copy, raster=raster, prefetch=prefetch, block=block)
 
 
 def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 64,
                   stages: int = 3, raster: int = 1, layout: str = "swizzle128",
-                  overlap: bool = False) -> s_tir.Schedule:
+                  overlap: bool = False, block: str = "C") -> s_tir.Schedule:
     """fp16 tensor cores through Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a), operands read from shared
     memory by descriptor: every warp owns 16 rows x the whole block width; four warps form a warpgroup that
     multiplies its 64 rows per ``wgmma`` (``tirbench.schedules.wgmma_intrin``). cp.async fills a ``stages``-deep
@@ -149,8 +151,9 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C. ``overlap``: a k
     tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
     group, not its own; the copies move after the math, into the buffer that finished group read)."""
-    blk, m, n, k = gemm_block(sch)
+    blk, m, n, k = gemm_block(sch, block)
     _require_float16(sch, blk, kernel="wgmma needs")
+    c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     bm, bn = block_tile
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
@@ -209,10 +212,11 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     # storage is, and every block touching these registers is tensorized with intrinsics written for it.
     sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma_intrin.register_of(r, c),
                          assume_injective_transform=True)
-    names = wgmma_intrin.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0)
-    sch.tensorize(sch.get_loops(sch.get_sblock("C_init"))[-2], names["init"])
+    names = wgmma_intrin.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0,
+                                      store_scope=c_scope)
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
-    sch.tensorize(sch.get_loops(sch.get_sblock("C"))[-3], names["compute"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
     return sch
 

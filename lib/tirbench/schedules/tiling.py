@@ -17,9 +17,10 @@ WARP = 32
 MAX_SHARED_BYTES = 227 * 1024
 
 
-def gemm_block(sch: s_tir.Schedule) -> tuple[s_tir.SBlockRV, int, int, int]:
-    """Block "C" and the extents (m, n, k) of its loops."""
-    blk = sch.get_sblock("C")
+def gemm_block(sch: s_tir.Schedule, name: str = "C") -> tuple[s_tir.SBlockRV, int, int, int]:
+    """The GEMM-shaped block ``name`` (loops m, n, k; "C" in a GEMM, "conv" once ``conv2d_as_gemm`` reindexed a
+    convolution) and the extents (m, n, k) of its loops."""
+    blk = sch.get_sblock(name)
     m, n, k = (loop_extent(sch, loop) for loop in sch.get_loops(blk))
     return blk, m, n, k
 

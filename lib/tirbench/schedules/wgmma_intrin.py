@@ -171,14 +171,15 @@ def fill_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
     return desc, impl
 
 
-def store_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
-    """(desc, impl) of writing a warp's 16 x n accumulators to global C, two adjacent columns per store."""
+def store_intrin(n: int, scope: str = "global") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """(desc, impl) of writing a warp's 16 x n accumulators to C in ``scope`` (global memory, or a shared tile
+    that an epilogue copies out), two adjacent columns per store."""
     nt = n // 16
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle, d: T.handle) -> None:
         C = _accumulator(c, nt)
-        D = T.match_buffer(d, (16, n), "float32", offset_factor=1)
+        D = T.match_buffer(d, (16, n), "float32", scope=scope, offset_factor=1)
         with T.sblock("root"):
             T.reads(C[0:nt, 0:8])
             T.writes(D[0:16, 0:n])
@@ -192,7 +193,7 @@ def store_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
     def impl(c: T.handle, d: T.handle) -> None:
         ld = T.int32()
         C = _accumulator(c, nt)
-        D = T.match_buffer(d, (16, n), "float32", offset_factor=1, strides=[ld, 1])
+        D = T.match_buffer(d, (16, n), "float32", scope=scope, offset_factor=1, strides=[ld, 1])
         with T.sblock("root"):
             T.reads(C[0:nt, 0:8])
             T.writes(D[0:16, 0:n])
@@ -206,13 +207,14 @@ def store_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
     return desc, impl
 
 
-def intrin_names(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> dict[str, str]:
-    """Register (once) the wgmma, fill and store intrinsics for this N, K tile, layout and overlap; return their
-    names."""
+def intrin_names(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
+                 store_scope: str = "global") -> dict[str, str]:
+    """Register (once) the wgmma, fill and store intrinsics for this N, K tile, layout, overlap and scope of C;
+    return their names."""
     made = {"compute": (f"tirbench_wgmma_m64n{n}k{tile_k}_f16f16f32_{layout}_overlap{overlap_stages}",
                         lambda: wgmma_intrin(n, tile_k, layout, overlap_stages)),
             "init": (f"tirbench_wgmma_fill_n{n}_f32", lambda: fill_intrin(n)),
-            "store": (f"tirbench_wgmma_store_n{n}_f32_global", lambda: store_intrin(n))}
+            "store": (f"tirbench_wgmma_store_n{n}_f32_{store_scope}", lambda: store_intrin(n, store_scope))}
     for name, make in made.values():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *make())

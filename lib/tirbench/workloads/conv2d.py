@@ -18,7 +18,7 @@ channels). The spatial loops of ``"conv"`` follow the output layout.
 from __future__ import annotations
 
 import numpy as np
-from tvm.script import ir as I
+import tvm
 from tvm.script import tirx as T
 
 from tirbench.workloads.base import Workload, check_dtype, check_positive, random_array
@@ -82,89 +82,88 @@ def conv2d_reference(x: np.ndarray, wt: np.ndarray, *, stride: int, pad: int) ->
     return out.reshape(n, oh, ow, k).transpose(0, 3, 1, 2)
 
 
+#: Per layout, the axes in storage order of X (n, c, y, x), W (k, c, r, s) and Y (n, k, y, x), and the reduction
+#: order of "conv" (its spatial loops follow Y's order).
+_ORDER = {"NCHW": ("ncyx", "kcrs", "nkyx", "crs"), "NHWC": ("nyxc", "rsck", "nyxk", "rsc"),
+          "HWCN": ("yxcn", "rsck", "yxkn", "rsc")}
+
+
 def _module(n, c, h, w, k, r, s, stride, pad, layout, dtype):
-    """The TVMScript module of one layout (blocks "pad" and "conv")."""
+    """The TVMScript module of one layout and dtype: blocks "pad" and "conv", and for float16 a "cast" block.
+
+    float32: "conv" accumulates straight into Y. float16: "conv" accumulates the float32 products of the half
+    inputs into a float32 buffer ``Yacc``, and "cast" rounds it into the half output Y (what cuDNN does).
+    """
     oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
-    hp, wp = h + 2 * pad, w + 2 * pad
+    x_order, w_order, y_order, red_order = _ORDER[layout]
+    ext = {"n": n, "c": c, "k": k, "r": r, "s": s}
+    x_shape = tuple({**ext, "y": h, "x": w}[a] for a in x_order)
+    xp_shape = tuple({**ext, "y": h + 2 * pad, "x": w + 2 * pad}[a] for a in x_order)
+    w_shape = tuple(ext[a] for a in w_order)
+    y_shape = tuple({**ext, "y": oh, "x": ow}[a] for a in y_order)
+    red_shape = tuple(ext[a] for a in red_order)
+    cast = dtype != "float32"
+    out_dtype = dtype if cast else "float32"
 
-    if layout == "NCHW":
-        @I.ir_module
-        class Conv2dNCHW:
-            @T.prim_func(s_tir=True)
-            def main(X: T.Buffer((n, c, h, w), dtype), W: T.Buffer((k, c, r, s), dtype),
-                     Y: T.Buffer((n, k, oh, ow), "float32")):
-                T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-                Xp = T.sblock_alloc_buffer((n, c, hp, wp), dtype)
-                for b, ci, yy, xx in T.grid(n, c, hp, wp):
-                    with T.sblock("pad"):
-                        vb, vc, vy, vx = T.axis.remap("SSSS", [b, ci, yy, xx])
-                        Xp[vb, vc, vy, vx] = T.if_then_else(
-                            pad <= vy and vy < h + pad and pad <= vx and vx < w + pad,
-                            X[vb, vc, vy - pad, vx - pad], T.Cast(dtype, 0))
-                for b, f, yy, xx, rc, ry, rx in T.grid(n, k, oh, ow, c, r, s):
-                    with T.sblock("conv"):
-                        vb, vf, vy, vx, vc, vr, vs = T.axis.remap("SSSSRRR", [b, f, yy, xx, rc, ry, rx])
-                        with T.init():
-                            Y[vb, vf, vy, vx] = T.float32(0)
-                        Y[vb, vf, vy, vx] = Y[vb, vf, vy, vx] + \
-                            Xp[vb, vc, vy * stride + vr, vx * stride + vs] * W[vf, vc, vr, vs]
-        return Conv2dNCHW
+    # Index helpers, evaluated while the script is parsed: block variables in storage order -> indices.
+    def acc(v):  # the float32 value of an input element
+        return T.Cast("float32", v) if cast else v
 
-    if layout == "NHWC":
-        @I.ir_module
-        class Conv2dNHWC:
-            @T.prim_func(s_tir=True)
-            def main(X: T.Buffer((n, h, w, c), dtype), W: T.Buffer((r, s, c, k), dtype),
-                     Y: T.Buffer((n, oh, ow, k), "float32")):
-                T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-                Xp = T.sblock_alloc_buffer((n, hp, wp, c), dtype)
-                for b, yy, xx, ci in T.grid(n, hp, wp, c):
-                    with T.sblock("pad"):
-                        vb, vy, vx, vc = T.axis.remap("SSSS", [b, yy, xx, ci])
-                        Xp[vb, vy, vx, vc] = T.if_then_else(
-                            pad <= vy and vy < h + pad and pad <= vx and vx < w + pad,
-                            X[vb, vy - pad, vx - pad, vc], T.Cast(dtype, 0))
-                for b, yy, xx, f, ry, rx, rc in T.grid(n, oh, ow, k, r, s, c):
-                    with T.sblock("conv"):
-                        vb, vy, vx, vf, vr, vs, vc = T.axis.remap("SSSSRRR", [b, yy, xx, f, ry, rx, rc])
-                        with T.init():
-                            Y[vb, vy, vx, vf] = T.float32(0)
-                        Y[vb, vy, vx, vf] = Y[vb, vy, vx, vf] + \
-                            Xp[vb, vy * stride + vr, vx * stride + vs, vc] * W[vr, vs, vc, vf]
-        return Conv2dNHWC
+    def unpadded(*xp_vars):  # X's indices of an element of the padded input Xp
+        at = dict(zip(x_order, xp_vars))
+        return tuple(at[a] - pad if a in "yx" else at[a] for a in x_order)
 
-    @I.ir_module
-    class Conv2dHWCN:
-        @T.prim_func(s_tir=True)
-        def main(X: T.Buffer((h, w, c, n), dtype), W: T.Buffer((r, s, c, k), dtype),
-                 Y: T.Buffer((oh, ow, k, n), "float32")):
-            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-            Xp = T.sblock_alloc_buffer((hp, wp, c, n), dtype)
-            for yy, xx, ci, b in T.grid(hp, wp, c, n):
-                with T.sblock("pad"):
-                    vy, vx, vc, vb = T.axis.remap("SSSS", [yy, xx, ci, b])
-                    Xp[vy, vx, vc, vb] = T.if_then_else(
-                        pad <= vy and vy < h + pad and pad <= vx and vx < w + pad,
-                        X[vy - pad, vx - pad, vc, vb], T.Cast(dtype, 0))
-            for yy, xx, f, b, ry, rx, rc in T.grid(oh, ow, k, n, r, s, c):
-                with T.sblock("conv"):
-                    vy, vx, vf, vb, vr, vs, vc = T.axis.remap("SSSSRRR", [yy, xx, f, b, ry, rx, rc])
-                    with T.init():
-                        Y[vy, vx, vf, vb] = T.float32(0)
-                    Y[vy, vx, vf, vb] = Y[vy, vx, vf, vb] + \
-                        W[vr, vs, vc, vf] * Xp[vy * stride + vr, vx * stride + vs, vc, vb]
-    return Conv2dHWCN
+    def pad_yx(*xp_vars):  # the (row, column) of an element of Xp
+        at = dict(zip(x_order, xp_vars))
+        return at["y"], at["x"]
+
+    def window(o0, o1, o2, o3, u0, u1, u2):  # (Xp indices, W indices) of one output element and reduction step
+        at = {**dict(zip(y_order, (o0, o1, o2, o3))), **dict(zip(red_order, (u0, u1, u2)))}
+        xp = {"n": at["n"], "c": at["c"], "y": at["y"] * stride + at["r"], "x": at["x"] * stride + at["s"]}
+        return tuple(xp[a] for a in x_order), tuple(at[a] for a in w_order)
+
+    @T.prim_func(s_tir=True)
+    def main(X: T.Buffer(x_shape, dtype), W: T.Buffer(w_shape, dtype), Y: T.Buffer(y_shape, out_dtype)):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Xp = T.sblock_alloc_buffer(xp_shape, dtype)
+        Yacc = T.sblock_alloc_buffer(y_shape, "float32") if cast else Y
+        for i0, i1, i2, i3 in T.grid(*xp_shape):
+            with T.sblock("pad"):
+                v0, v1, v2, v3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+                vy, vx = T.meta_var(pad_yx(v0, v1, v2, v3))
+                Xp[v0, v1, v2, v3] = T.if_then_else(
+                    pad <= vy and vy < h + pad and pad <= vx and vx < w + pad,
+                    X[unpadded(v0, v1, v2, v3)], T.Cast(dtype, 0))
+        for o0, o1, o2, o3, u0, u1, u2 in T.grid(*y_shape, *red_shape):
+            with T.sblock("conv"):
+                v0, v1, v2, v3, r0, r1, r2 = T.axis.remap("SSSSRRR", [o0, o1, o2, o3, u0, u1, u2])
+                xi, wi = T.meta_var(window(v0, v1, v2, v3, r0, r1, r2))
+                with T.init():
+                    Yacc[v0, v1, v2, v3] = T.float32(0)
+                if layout == "HWCN":
+                    Yacc[v0, v1, v2, v3] = Yacc[v0, v1, v2, v3] + acc(W[wi]) * acc(Xp[xi])
+                else:
+                    Yacc[v0, v1, v2, v3] = Yacc[v0, v1, v2, v3] + acc(Xp[xi]) * acc(W[wi])
+        if cast:
+            for o0, o1, o2, o3 in T.grid(*y_shape):
+                with T.sblock("cast"):
+                    v0, v1, v2, v3 = T.axis.remap("SSSS", [o0, o1, o2, o3])
+                    Y[v0, v1, v2, v3] = T.Cast(dtype, Yacc[v0, v1, v2, v3])
+
+    return tvm.IRModule({"main": main})
 
 
 def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
            layout: str = "NCHW", dtype: str = "float32") -> Workload:
     """A batch of ``n`` images of ``c`` x ``h`` x ``w`` convolved with ``k`` filters of ``c`` x ``r`` x ``s``.
 
-    ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` whatever the layout (the layout goes in the variant name). The
-    output is float32; the reference is float64 (``conv2d_reference``) on NCHW copies of the inputs.
+    ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` whatever the layout (the layout goes in the variant name). float32
+    inputs give a float32 output; float16 inputs are accumulated in float32 and rounded to a float16 output. The
+    reference is float64 (``conv2d_reference``) on NCHW copies of the inputs.
     """
     check_conv_params(n, c, h, w, k, r, s, stride, pad, layout)
-    check_dtype(dtype, ("float32",))
+    check_dtype(dtype, ("float32", "float16"))
+    out_dtype = "float32" if dtype == "float32" else dtype
     oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
     x_nchw, w_kcrs = (n, c, h, w), (k, c, r, s)
 
@@ -175,7 +174,7 @@ def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, strid
 
     def reference(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
         out = conv2d_reference(to_nchw(x, layout), filter_to_kcrs(wt, layout), stride=stride, pad=pad)
-        return from_nchw(out.astype(np.float32), layout)
+        return from_nchw(out.astype(np.float32), layout)  # compared in float32 whatever the output dtype
 
     itemsize = np.dtype(dtype).itemsize
     red = c * r * s
@@ -184,8 +183,10 @@ def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, strid
         sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
         dtype=dtype, mod=_module(n, c, h, w, k, r, s, stride, pad, layout, dtype),
         make_inputs=make_inputs, reference=reference,
-        out_shape=tuple(from_nchw(np.empty((n, k, oh, ow), np.int8), layout).shape), out_dtype="float32",
-        flops=2 * n * k * oh * ow * red, bytes=(n * c * h * w + k * red) * itemsize + n * k * oh * ow * 4,
-        # as for GEMM: fp32 accumulation over red = c*r*s products differs from float64 by ~1e-7 * red at most
-        tolerance={"rtol": 1e-3, "atol": 1e-5 * red}, layout=layout,
+        out_shape=tuple(from_nchw(np.empty((n, k, oh, ow), np.int8), layout).shape), out_dtype=out_dtype,
+        flops=2 * n * k * oh * ow * red,
+        bytes=(n * c * h * w + k * red) * itemsize + n * k * oh * ow * np.dtype(out_dtype).itemsize,
+        # as for GEMM: fp32 accumulation over red = c*r*s products differs from float64 by ~1e-7 * red at most;
+        # a float16 output adds its rounding, half an ulp: 2**-11 of the value (rtol 2e-3 leaves 4x margin)
+        tolerance={"rtol": 1e-3 if dtype == "float32" else 2e-3, "atol": 1e-5 * red}, layout=layout,
     )

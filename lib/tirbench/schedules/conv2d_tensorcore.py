@@ -1,0 +1,264 @@
+"""fp16 tensor-core convolution: the NHWC convolution as an implicit GEMM on the GEMM ladder's tensor-core rungs.
+
+``conv2d_as_gemm`` reindexes the ``"conv"`` block of ``conv2d(..., layout="NHWC", dtype="float16")`` into a GEMM
+block, C[m, n] += A[m, k] * B[k, n] with
+
+- m = (image, output row, output column): GEMM_M = N * OH * OW, the output pixels (Y is [GEMM_M, K] in memory);
+- n = output channel: GEMM_N = K;
+- k = (kernel row, input-channel block, kernel column, channel in block): GEMM_K = R * S * C.
+
+A is the im2col matrix of the input and is never stored: once a helper has cached A's tile in shared memory,
+``_finish`` inlines the reindexing (and the zero padding) into that copy, so each shared-memory fill reads the input
+pixels straight from X, with a zero-fill predicate where the window hangs over the border. B is the filter (R, S, C,
+K) read as rows of k. The order of k keeps that fill fast: a ``channel_block`` equal to the helper's k tile makes
+every k tile one (kernel row, channel block, kernel column) with its channels contiguous, and puts the kernel row
+and column outside every division TVM's vectorizer must see through. (With the plain (row, column, channel) order,
+TVM cannot prove that the padding predicate is the same for 8 consecutive channels and falls back to 2-byte loads.)
+
+C lives in shared memory: the helper's accumulators are stored there, and the epilogue rounds them to half and
+writes 16-byte rows of Y (the block tile's rows are output pixels, contiguous in NHWC). TVM reuses the pipeline's
+shared memory for it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tvm import s_tir
+from tvm.tirx import IndexMap
+
+from tirbench.schedules.checks import require_divides
+from tirbench.schedules.conv2d import _conv_block
+from tirbench.schedules.gemm_tensorcore import MMA_ASYNC_CONFIG, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.tiling import WARP, pipeline
+
+#: Halves per 16-byte copy.
+VECTOR = 8
+
+
+def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
+    """Reindex the NHWC float16 convolution into the GEMM block "conv" (loops m, n, k; see the module docstring).
+
+    After this, ``gemm_block(sch, "conv")`` finds it, and the GEMM helpers take ``block="conv"``. The output copy
+    (block "Yacc_reindex", float32 C -> half Y) is put in (m, n) order too, and C in shared memory.
+    """
+    blk, ext = _conv_block(sch, "NHWC")
+    if not _has_block(sch, "cast"):
+        raise ValueError("tensor-core convolutions take float16 inputs: use conv2d(..., layout='NHWC', "
+                         "dtype='float16')")
+    r, s, c, oh, ow = ext["r"], ext["s"], ext["c"], ext["oh"], ext["ow"]
+    require_divides(c, channel_block, param="channel_block (the k tile)", axis="c (input channels)")
+    cb = channel_block
+
+    def pixel(b, y, x):
+        return b * oh * ow + y * ow + x
+
+    def k_index(ry, rx, rc):  # a 1-wide kernel axis gets no term (TVM's bijectivity check trips on it)
+        return (ry * (c * s) if r > 1 else 0) + (rc // cb) * (s * cb) + (rx * cb if s > 1 else 0) + rc % cb
+
+    sch.reindex(blk, ("read", 0))
+    sch.reindex(blk, ("read", 1))
+    sch.reindex(blk, ("write", 0))
+    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (pixel(b, y, x), f, k_index(ry, rx, rc)))
+
+    def a_index(b, y, x, *taps_and_channel):  # the im2col buffer: TVM leaves out 1-wide kernel axes
+        *taps, rc = taps_and_channel
+        at = dict(zip([axis for axis, width in (("ry", r), ("rx", s)) if width > 1 or len(taps) == 2], taps))
+        return pixel(b, y, x), k_index(at.get("ry", 0), at.get("rx", 0), rc)
+
+    ndim = len(sch.get(blk).reads[0].source.shape)
+    sch.transform_layout(blk, ("read", 0), IndexMap.from_func(a_index, ndim=ndim, index_dtype="int32"))
+    sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (k_index(ry, rx, rc), f))
+    sch.transform_layout(blk, ("write", 0), lambda b, y, x, f: (pixel(b, y, x), f))
+    sch.reverse_compute_inline(sch.get_sblock("cast"))
+    out = sch.get_sblock("Yacc_reindex")
+    sch.transform_block_layout(out, lambda b, y, x, f: (pixel(b, y, x), f))
+    sch.set_scope(blk, 0, "shared.dyn")
+    return sch
+
+
+def _has_block(sch: s_tir.Schedule, name: str) -> bool:
+    return any(sch.get(b).name_hint == name for b in sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def _finish(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
+    """After a GEMM helper: inline im2col, the filter reshape and the padding into the shared-memory fills, and
+    write the block tile of C (shared) to Y as half, ``warps`` x 32 threads, 16-byte stores."""
+    for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
+        sch.compute_inline(sch.get_sblock(name))
+    out = sch.get_sblock("Yacc_reindex")
+    sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
+    _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, VECTOR])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    return sch
+
+
+def _require_epilogue(block_tile: tuple[int, int], warps: int) -> None:
+    if block_tile[0] * block_tile[1] % (warps * WARP * VECTOR):
+        raise ValueError(f"block_tile={block_tile}: the epilogue gives each of {warps * WARP} threads the same "
+                         f"number of {VECTOR}-half rows, so bm * bn must be a multiple of {warps * WARP * VECTOR}")
+
+
+def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), stages: int = 4,
+                      raster: int = 1, overlap: bool = False) -> s_tir.Schedule:
+    """The implicit GEMM on Hopper's warpgroup MMA: ``gemm_v8_wgmma`` (128-byte swizzled shared tiles of k = 64,
+    a ``stages``-deep cp.async pipeline, one wgmma group per k tile) on the reindexed convolution."""
+    conv2d_as_gemm(sch, channel_block=64)
+    warps = block_tile[0] // 16
+    _require_epilogue(block_tile, warps)
+    gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
+                  block="conv")
+    return _finish(sch, warps=warps)
+
+
+def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                    warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3, raster: int = 1,
+                    prefetch: str = "k_step") -> s_tir.Schedule:
+    """The implicit GEMM on ldmatrix + mma.sync m16n8k16: ``gemm_v7_mma`` on the reindexed convolution."""
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_epilogue(block_tile, warps)
+    gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
+                prefetch=prefetch, block="conv")
+    return _finish(sch, warps=warps)
+
+
+#: wmma fragment shapes on half inputs: rows (im) -> columns (in); k is 16. TVM registers only 16x16x16.
+WMMA_FRAGMENTS = {8: 32, 16: 16, 32: 8}
+
+
+def fragment_rows(gemm_m: int) -> tuple[int, ...]:
+    """The shape-aware rule: the fragment heights GEMM_M admits (32 if it divides, then 16, 8 always)."""
+    if gemm_m % 32 == 0:
+        return 8, 16, 32
+    if gemm_m % 16 == 0:
+        return 8, 16
+    return (8,)
+
+
+def wmma_intrins(im: int) -> dict[str, str]:
+    """Register (once) the wmma intrinsics of fragment m{im}n{in}k16 (fp16 in, fp32 accumulators, C stored to
+    shared memory); return their names by role."""
+    from tvm.s_tir import TensorIntrin
+    from tvm.s_tir.tensor_intrin import cuda as tc
+
+    n = WMMA_FRAGMENTS[im]
+    shape = f"m{im}n{n}k16"
+    made = {"load_a": lambda: tc.get_wmma_load_intrin(im, n, 16, "float16", "shared.dyn", False, False),
+            "load_b": lambda: tc.get_wmma_load_intrin(im, n, 16, "float16", "shared.dyn", True, False),
+            "compute": lambda: tc.get_wmma_sync_intrin(im, n, 16, "float16", "float32", False),
+            "init": lambda: tc.get_wmma_fill_intrin(im, n, 16, "float32"),
+            "store": lambda: tc.get_wmma_store_intrin(im, n, 16, "float32", "shared.dyn")}
+    names = {}
+    for role, make in made.items():
+        names[role] = f"tirbench_wmma_{role}_{shape}_f16f32"
+        if TensorIntrin.get(names[role], allow_missing=True) is None:
+            TensorIntrin.register(names[role], *make())
+    return names
+
+
+def register_wmma_intrins() -> None:
+    """Register every fragment shape's intrinsics (a tuned wmma trace names them when it is replayed)."""
+    for im in WMMA_FRAGMENTS:
+        wmma_intrins(im)
+
+
+def _channel_block(c: int) -> int:
+    """The k tile of the wmma space: the largest of 64, 32, 16 channels that divides ``c``."""
+    for cb in (64, 32, 16):
+        if c % cb == 0:
+            return cb
+    raise ValueError(f"c={c}: the wmma kernels need input channels in multiples of 16 (one fragment's k)")
+
+
+def conv2d_wmma_design(sch: s_tir.Schedule, *, im: int) -> s_tir.Schedule:
+    """The shape-aware wmma design for one fragment shape (m``im`` n``WMMA_FRAGMENTS[im]`` k16), tiles sampled.
+
+    GEMM_M splits four ways (bm, tm, om, im) and GEMM_N four ways (bn, tn, on, in), GEMM_K two ways (ok, ik):
+    ``bm`` -> blockIdx.y, ``bn`` -> blockIdx.x, (``tm``, ``tn``) -> the warps (threadIdx.y; a warp's 32 lanes are
+    threadIdx.x inside every wmma call), and a warp computes ``om`` x ``on`` fragments. The sampled splits are
+    bm/tm/om and bn/tn/on; ok/ik follow from the channel block (ik = 64, 32 or 16 channels / 16). A and B tiles of
+    ik fragments go to shared memory (16-byte cp.async, rows padded by 8 halves, double-buffered), fragments are
+    loaded per 16-deep step, C goes through shared memory to Y (rounded to half).
+    """
+    blk, ext = _conv_block(sch, "NHWC")
+    cb = _channel_block(ext["c"])
+    gemm_m, gemm_n = ext["n"] * ext["oh"] * ext["ow"], ext["k"]
+    if im not in fragment_rows(gemm_m):
+        raise ValueError(f"im={im}: GEMM_M={gemm_m} admits fragments of {fragment_rows(gemm_m)} rows")
+    fn = WMMA_FRAGMENTS[im]
+    require_divides(gemm_n, fn, param=f"the m{im}n{fn}k16 fragment's n", axis="GEMM_N (output channels)")
+    names = wmma_intrins(im)
+    conv2d_as_gemm(sch, channel_block=cb)
+    blk = sch.get_sblock("conv")
+    i, j, k = sch.get_loops(blk)
+    i, i_f = sch.split(i, factors=[None, im])
+    j, j_f = sch.split(j, factors=[None, fn])
+    k, k_f = sch.split(k, factors=[None, 16])
+    sch.reorder(i, j, k, i_f, j_f, k_f)
+    tile = sch.blockize(i_f)  # block "conv_o": one fragment product
+    bm, tm, om = sch.split(i, factors=sch.sample_perfect_tile(i, n=3, max_innermost_factor=4))
+    bn, tn, on = sch.split(j, factors=sch.sample_perfect_tile(j, n=3, max_innermost_factor=4))
+    ok, ik = sch.split(k, factors=[None, cb // 16])
+    sch.reorder(bm, bn, tm, tn, ok, ik, om, on)
+    sch.bind(bm, "blockIdx.y")
+    sch.bind(bn, "blockIdx.x")
+    warp = sch.fuse(tm, tn)
+    sch.bind(warp, "threadIdx.y")
+    sch.annotate(tile, "warp_execution", 1)  # RewriteCooperativeFetch: threadIdx.x is a warp's 32 lanes
+    for idx in (0, 1):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ok)
+        sch.fuse(*sch.get_loops(sh)[-2:])
+        sch.annotate(sh, "meta_schedule.cooperative_fetch", sch.sample_categorical([VECTOR], [1.0]))
+        sch.storage_align(sh, 0, axis=-2, factor=32, offset=8)
+    frag_a = sch.cache_read(tile, 0, "wmma.matrix_a")
+    frag_b = sch.cache_read(tile, 1, "wmma.matrix_b")
+    sch.compute_at(frag_a, ik)
+    sch.compute_at(frag_b, ik)
+    acc = sch.cache_write(tile, 0, "wmma.accumulator")
+    sch.reverse_compute_at(acc, warp)
+    init = sch.decompose_reduction(tile, ok)
+
+    def fragment(copy: s_tir.SBlockRV, rows: int, cols: int) -> s_tir.LoopRV:
+        r, c = sch.get_loops(copy)[-2:]
+        r0, r1 = sch.split(r, factors=[None, rows])
+        c0, c1 = sch.split(c, factors=[None, cols])
+        sch.reorder(r0, c0, r1, c1)
+        return r1
+
+    sch.tensorize(fragment(frag_a, im, 16), names["load_a"])
+    sch.tensorize(fragment(frag_b, 16, fn), names["load_b"])
+    sch.tensorize(fragment(acc, im, fn), names["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("conv_init"))[-2], names["init"])
+    sch.tensorize(sch.get_loops(sch.get_sblock("conv"))[-3], names["compute"])
+    pipeline(sch, ok, 2, async_copy=True)
+    for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
+        sch.compute_inline(sch.get_sblock(name))
+    out = sch.get_sblock("Yacc_reindex")
+    sch.reverse_compute_at(out, bn)
+    sch.fuse(*sch.get_loops(out)[-2:])  # 4 floats a thread: VerifyGPUCode refuses vectors over 16 bytes
+    sch.annotate(out, "meta_schedule.cooperative_fetch", sch.sample_categorical([4], [1.0]))
+    return sch
+
+
+def conv2d_wmma_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
+    """``ScheduleFn`` body: one design space per fragment shape the workload's GEMM_M and GEMM_N admit."""
+    blk, ext = _conv_block(sch, "NHWC")
+    gemm_m, gemm_n = ext["n"] * ext["oh"] * ext["ow"], ext["k"]
+    rows = [im for im in fragment_rows(gemm_m) if gemm_n % WMMA_FRAGMENTS[im] == 0]
+    if not rows:
+        raise ValueError(f"GEMM_N={gemm_n} (output channels) is not a multiple of 8: no wmma fragment fits")
+    return [conv2d_wmma_design(sch.copy(), im=im) for im in rows]
+
+
+#: The PassContext config of these kernels (cp.async).
+CONV_TC_CONFIG = MMA_ASYNC_CONFIG
+
+#: name -> (helper, its default kwargs spelled out, layout of the workload it schedules).
+VARIANTS: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
+    "nhwc_mma": (conv2d_nhwc_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
+                 "NHWC"),
+    "nhwc_wgmma": (conv2d_nhwc_wgmma, {"block_tile": (128, 128), "stages": 4}, "NHWC"),
+}
