@@ -93,7 +93,7 @@ def test_variants_compile_for_sm90a_without_spills(name):
 def test_classic_schedule_is_the_tutorials_loop_nest():
     """Block z = pixel, y/x = 64-channel/64-image tiles; 8 input channels per shared-memory step, per tap."""
     kernel = kernel_only(device_source(conv2d_hwcn_classic(s_tir.Schedule(BIG.mod))))
-    for loop in ("rc_0 < 32", "ry < 3", "rx < 3", "rc_1 < 8"):
+    for loop in ("u2_0 < 32", "u0 < 3", "u1 < 3", "u2_1 < 8"):
         assert loop in kernel
     assert "blockIdx.z" in kernel and "W_shared_ptr[512]" in kernel and "Xp_shared_ptr[512]" in kernel
 
@@ -103,7 +103,7 @@ def test_implicit_gemm_reaches_the_gemm_nest():
     sch = conv2d_hwcn_implicit_gemm(s_tir.Schedule(BIG.mod))
     assert "simt_nest" not in str(sch.trace)   # a trace of primitives, not of helper names
     with tvm.transform.PassContext(config=conv2d_pass_config("hwcn_hopper")):
-        assert "ry_rx_rc_0_fused < 142" in kernel_only(device_source(sch))
+        assert "u0_u1_u2_0_fused < 142" in kernel_only(device_source(sch))
 
 
 @pytest.mark.parametrize("helper, params, message", [

@@ -114,7 +114,7 @@ CONV_ARGS = ["conv2d", "1", "512", "7", "7", "512", "3", "3", "1", "1"]
     (CONV_ARGS[:5] + ["0"] + CONV_ARGS[6:] + ["--trials", "1"], "k must be a positive integer, got 0"),
     (CONV_ARGS[:-1] + ["3", "--trials", "1"], "pad=3 must be smaller than the kernel r=3"),
     (CONV_ARGS + ["--layout", "NCWH", "--trials", "1"], "unknown layout 'NCWH'"),
-    (CONV_ARGS + ["--dtype", "float16", "--trials", "1"], "unsupported dtype 'float16'"),
+    (CONV_ARGS + ["--dtype", "int8", "--trials", "1"], "unsupported dtype 'int8'"),
     (CONV_ARGS + ["--space", "v7", "--trials", "1"], "invalid choice: 'v7'"),
     (CONV_ARGS + ["--space", "v5", "--trials", "1"], "space='v5' is the fp32 GEMM template, not conv2d float32"),
     (CONV_ARGS + ["--layout", "NHWC", "--space", "template", "--trials", "1"],
@@ -143,9 +143,10 @@ def test_cli_template_space_without_gpu_is_one_line_and_writes_nothing(capsys):
 
 #: Which of these workloads each registered space takes (a new space needs a row).
 REGISTRY_WORKLOADS = {"gemm fp32": WL, "gemm fp16": gemm(256, 256, 256, "float16"), "conv NCHW": CONV,
-                      "conv NHWC": conv2d(1, 512, 7, 7, 512, layout="NHWC")}
+                      "conv NHWC": conv2d(1, 512, 7, 7, 512, layout="NHWC"),
+                      "conv NHWC fp16": conv2d(32, 64, 7, 7, 64, layout="NHWC", dtype="float16")}
 ACCEPTS = {"default": set(REGISTRY_WORKLOADS), "v5": {"gemm fp32"}, "template": {"conv NCHW"},
-           "splitk": {"conv NCHW"}}
+           "splitk": {"conv NCHW"}, "wmma": {"conv NHWC fp16"}}
 
 
 @pytest.mark.parametrize("space", list(SPACES))

@@ -22,7 +22,7 @@ from tvm.s_tir import meta_schedule as ms
 from tirbench.machine import cuda_target
 from tirbench.schedules.conv2d import conv2d_nchw_splitk_space
 from tirbench.schedules.conv2d_template import conv2d_template_space, require_nchw_fp32_conv
-from tirbench.schedules.conv2d_tensorcore import CONV_TC_CONFIG, conv2d_wmma_space
+from tirbench.schedules.conv2d_tensorcore import WMMA_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm import gemm_v5_space
 from tirbench.schedules.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
@@ -136,7 +136,7 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 pass_config=lambda wl: {}, db_suffix="_splitkspace", mutator_probs=_tile_mutators),
     DesignSpace(name="wmma", description="fp16 NHWC conv2d: the implicit GEMM on wmma fragments whose shape "
                 "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
-                schedule_fn=conv2d_wmma_space, pass_config=lambda wl: CONV_TC_CONFIG, db_suffix="_wmmaspace",
+                schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
                 dynamic_shared_memory=True, mutator_probs=_tile_mutators),
 )}
 

@@ -23,13 +23,28 @@ _CONV_LOOPS = {"HWCN": (("oh", "ow", "k", "n", "r", "s", "c"), ["W", "Xp"]),
                "NHWC": (("n", "oh", "ow", "k", "r", "s", "c"), ["Xp", "W"])}
 
 
+def _filter_last_axis_is(block, position: int) -> bool:
+    """Whether the filter W is indexed last by the block's iterator at ``position`` (tells NCHW from NHWC)."""
+    w = next(region for region in block.reads if region.source.name == "W")
+    return w.region[-1].min.same_as(block.iter_vars[position].var)
+
+
 def _conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[str, int]]:
     """Block "conv" of a ``layout`` convolution and its loop extents by name; one-line error for another layout."""
     blk = sch.get_sblock("conv")
     names, reads = _CONV_LOOPS[layout]
-    if [region.source.name for region in sch.get(blk).reads] != reads or len(sch.get_loops(blk)) != len(names):
+    block = sch.get(blk)
+    if [region.source.name for region in block.reads] != reads or len(sch.get_loops(blk)) != len(names) or \
+            not _filter_last_axis_is(block, names.index("k" if layout != "NCHW" else "s")):
         raise ValueError(f"this schedule needs an {layout} convolution: conv2d(..., layout='{layout}')")
     return blk, dict(zip(names, (loop_extent(sch, loop) for loop in sch.get_loops(blk))))
+
+
+def _round_on_store(sch: s_tir.Schedule) -> None:
+    """A float16 workload rounds its float32 accumulators to half in a "cast" block: fold it into the copy that
+    writes them out (the block ``cache_write`` made), so the kernel stores half values straight from registers."""
+    if any(sch.get(b).name_hint == "cast" for b in sch.get_child_blocks(sch.get_sblock("root"))):
+        sch.reverse_compute_inline(sch.get_sblock("cast"))
 
 
 def conv2d_hwcn_classic(sch: s_tir.Schedule, *, tile: int = 8, threads: int = 8, step: int = 8,
@@ -66,6 +81,7 @@ def conv2d_hwcn_classic(sch: s_tir.Schedule, *, tile: int = 8, threads: int = 8,
         sch.bind(loop, tag)
     y_local = sch.cache_write(blk, 0, "local")
     sch.reverse_compute_at(y_local, tx)
+    _round_on_store(sch)
     w_shared = sch.cache_read(blk, 0, "shared")
     x_shared = sch.cache_read(blk, 1, "shared")
     sch.compute_at(w_shared, rx)

@@ -253,8 +253,12 @@ def conv2d_wmma_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
     return [conv2d_wmma_design(sch.copy(), im=im) for im in rows]
 
 
-#: The PassContext config of these kernels (cp.async).
+#: The PassContext config of the wgmma / mma.sync kernels (cp.async; storage rewriting stays on for mma's "warp"
+#: buffers).
 CONV_TC_CONFIG = MMA_ASYNC_CONFIG
+#: ... and of the wmma space's: without storage rewriting, which would merge the fp32 C tile into the fp16 tiles'
+#: shared memory and break the wmma store's typed pointer.
+WMMA_CONFIG = {**MMA_ASYNC_CONFIG, "tirx.disable_storage_rewrite": True}
 
 #: name -> (helper, its default kwargs spelled out, layout of the workload it schedules).
 VARIANTS: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] = {
@@ -262,3 +266,19 @@ VARIANTS: dict[str, tuple[Callable[..., s_tir.Schedule], dict[str, Any], str]] =
                  "NHWC"),
     "nhwc_wgmma": (conv2d_nhwc_wgmma, {"block_tile": (128, 128), "stages": 4}, "NHWC"),
 }
+
+#: Tile configurations the notebook sweeps per shape (one that does not divide a shape is skipped), chosen from
+#: a probe on an H100 (docs/notes-conv.md): wide wgmma tiles with the overlapped pipeline for the large GEMMs, 64-row
+#: tiles where K = 64 or the GEMM is small, and mma.sync with 32-row tiles where GEMM_M (1568 at 7x7, batch 32) has
+#: no divisor that is a multiple of 64, which wgmma's warpgroups need.
+TC_SWEEP: list[tuple[str, dict[str, Any]]] = [
+    ("nhwc_wgmma", {"block_tile": (128, 256), "stages": 4, "overlap": True}),
+    ("nhwc_wgmma", {"block_tile": (256, 128), "stages": 3, "overlap": True}),
+    ("nhwc_wgmma", {"block_tile": (128, 128), "stages": 4, "overlap": True}),
+    ("nhwc_wgmma", {"block_tile": (64, 256), "stages": 4, "overlap": True}),
+    ("nhwc_wgmma", {"block_tile": (128, 64), "stages": 4}),
+    ("nhwc_wgmma", {"block_tile": (64, 64), "stages": 4}),
+    ("nhwc_mma", {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3}),
+    ("nhwc_mma", {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3}),
+    ("nhwc_mma", {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4}),
+]

@@ -126,7 +126,10 @@ def _module(n, c, h, w, k, r, s, stride, pad, layout, dtype):
     def main(X: T.Buffer(x_shape, dtype), W: T.Buffer(w_shape, dtype), Y: T.Buffer(y_shape, out_dtype)):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Xp = T.sblock_alloc_buffer(xp_shape, dtype)
-        Yacc = T.sblock_alloc_buffer(y_shape, "float32") if cast else Y
+        if cast:
+            Yacc = T.sblock_alloc_buffer(y_shape, "float32")
+        else:
+            Yacc = T.meta_var(Y)  # accumulate in Y itself (meta_var: no rebinding, Y keeps its name)
         for i0, i1, i2, i3 in T.grid(*xp_shape):
             with T.sblock("pad"):
                 v0, v1, v2, v3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
