@@ -14,7 +14,7 @@ from typing import Any, Callable
 from tvm import s_tir
 
 from tirbench.schedules.checks import loop_extent, require_divides, require_positive_int, require_threads
-from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG, check_simt_tiles, simt_nest
+from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG, check_simt_tiles, has_block, simt_nest
 
 
 #: Per layout: the "conv" block's loops by name, and the buffers it reads, in order.
@@ -43,7 +43,7 @@ def _conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[
 def _round_on_store(sch: s_tir.Schedule) -> None:
     """A float16 workload rounds its float32 accumulators to half in a "cast" block: fold it into the copy that
     writes them out (the block ``cache_write`` made), so the kernel stores half values straight from registers."""
-    if any(sch.get(b).name_hint == "cast" for b in sch.get_child_blocks(sch.get_sblock("root"))):
+    if has_block(sch, "cast"):
         sch.reverse_compute_inline(sch.get_sblock("cast"))
 
 

@@ -29,7 +29,7 @@ from tvm.tirx import IndexMap
 from tirbench.schedules.checks import require_divides
 from tirbench.schedules.conv2d import _conv_block
 from tirbench.schedules.gemm_tensorcore import MMA_ASYNC_CONFIG, gemm_v7_mma, gemm_v8_wgmma
-from tirbench.schedules.tiling import WARP, pipeline
+from tirbench.schedules.tiling import WARP, has_block, pipeline, split_tile
 
 #: Halves per 16-byte copy.
 VECTOR = 8
@@ -42,7 +42,7 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
     (block "Yacc_reindex", float32 C -> half Y) is put in (m, n) order too, and C in shared memory.
     """
     blk, ext = _conv_block(sch, "NHWC")
-    if not _has_block(sch, "cast"):
+    if not has_block(sch, "cast"):
         raise ValueError("tensor-core convolutions take float16 inputs: use conv2d(..., layout='NHWC', "
                          "dtype='float16')")
     r, s, c, oh, ow = ext["r"], ext["s"], ext["c"], ext["oh"], ext["ow"]
@@ -76,15 +76,16 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
     return sch
 
 
-def _has_block(sch: s_tir.Schedule, name: str) -> bool:
-    return any(sch.get(b).name_hint == name for b in sch.get_child_blocks(sch.get_sblock("root")))
+def _inline_im2col(sch: s_tir.Schedule) -> None:
+    """Once A and B are cached in shared memory: inline im2col, the filter reshape and the padding into the fills."""
+    for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
+        sch.compute_inline(sch.get_sblock(name))
 
 
 def _finish(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
-    """After a GEMM helper: inline im2col, the filter reshape and the padding into the shared-memory fills, and
-    write the block tile of C (shared) to Y as half, ``warps`` x 32 threads, 16-byte stores."""
-    for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
-        sch.compute_inline(sch.get_sblock(name))
+    """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y as half, ``warps`` x 32
+    threads, 16-byte stores."""
+    _inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
     _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, VECTOR])
@@ -221,21 +222,13 @@ def conv2d_wmma_design(sch: s_tir.Schedule, *, im: int) -> s_tir.Schedule:
     sch.reverse_compute_at(acc, warp)
     init = sch.decompose_reduction(tile, ok)
 
-    def fragment(copy: s_tir.SBlockRV, rows: int, cols: int) -> s_tir.LoopRV:
-        r, c = sch.get_loops(copy)[-2:]
-        r0, r1 = sch.split(r, factors=[None, rows])
-        c0, c1 = sch.split(c, factors=[None, cols])
-        sch.reorder(r0, c0, r1, c1)
-        return r1
-
-    sch.tensorize(fragment(frag_a, im, 16), names["load_a"])
-    sch.tensorize(fragment(frag_b, 16, fn), names["load_b"])
-    sch.tensorize(fragment(acc, im, fn), names["store"])
+    sch.tensorize(split_tile(sch, frag_a, im, 16), names["load_a"])
+    sch.tensorize(split_tile(sch, frag_b, 16, fn), names["load_b"])
+    sch.tensorize(split_tile(sch, acc, im, fn), names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock("conv_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(sch.get_sblock("conv"))[-3], names["compute"])
     pipeline(sch, ok, 2, async_copy=True)
-    for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
-        sch.compute_inline(sch.get_sblock(name))
+    _inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, bn)
     sch.fuse(*sch.get_loops(out)[-2:])  # 4 floats a thread: VerifyGPUCode refuses vectors over 16 bytes

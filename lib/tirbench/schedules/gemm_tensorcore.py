@@ -15,7 +15,7 @@ from tvm import s_tir
 
 from tirbench.schedules import wgmma_intrin
 from tirbench.schedules.checks import require_divides, require_positive_int, require_threads
-from tirbench.schedules.tiling import (WARP, bind_blocks, gemm_block, padded, pipeline, require_fetch,
+from tirbench.schedules.tiling import (WARP, bind_blocks, gemm_block, padded, pipeline, require_fetch, split_tile,
                                        require_multiple, require_prefetch, require_shared)
 
 
@@ -99,15 +99,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     sch.reverse_compute_at(acc, warp)
     sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
 
-    def tile16(copy: s_tir.SBlockRV) -> s_tir.LoopRV:
-        """Split the block's last two loops into 16x16 tiles; return the outer loop of one tile."""
-        r, c = sch.get_loops(copy)[-2:]
-        r0, r1 = sch.split(r, factors=[None, 16])
-        c0, c1 = sch.split(c, factors=[None, 16])
-        sch.reorder(r0, c0, r1, c1)
-        return r1
-
-    load_a, load_b, store = tile16(frag_a), tile16(frag_b), tile16(acc)
+    load_a, load_b, store = (split_tile(sch, copy, 16, 16) for copy in (frag_a, frag_b, acc))
     if mma:  # "warp" buffers laid out as [tile, tile, 32 lanes, 8 registers], the order ldmatrix/mma.sync use
         def lanes(r, c):
             return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))

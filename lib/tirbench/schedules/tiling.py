@@ -1,8 +1,9 @@
 """Tiling machinery shared by the GEMM schedules (``gemm``, ``gemm_tensorcore``) and the implicit-GEMM
-convolution (``conv2d``): the device limits (``WARP``, ``MAX_SHARED_BYTES``), the GEMM block lookup
-(``gemm_block``), the parameter checks of tiled kernels (``require_*``, ``check_simt_tiles``), block rasterization
-(``bind_blocks``), shared-memory row padding (``padded``), the software pipeline (``pipeline``, ``PREFETCH``), the
-SIMT loop nest of v2..v5 (``simt_nest``) and the PassContext config its cp.async copies need (``SIMT_ASYNC_CONFIG``).
+convolutions (``conv2d``, ``conv2d_tensorcore``): the device limits (``WARP``, ``MAX_SHARED_BYTES``), block lookups
+(``gemm_block``, ``has_block``), the parameter checks of tiled kernels (``require_*``, ``check_simt_tiles``), block
+rasterization (``bind_blocks``), shared-memory row padding (``padded``), fragment tiles for tensor-core intrinsics
+(``split_tile``), the software pipeline (``pipeline``, ``PREFETCH``), the SIMT loop nest of v2..v5 (``simt_nest``)
+and the PassContext config its cp.async copies need (``SIMT_ASYNC_CONFIG``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,21 @@ def gemm_block(sch: s_tir.Schedule, name: str = "C") -> tuple[s_tir.SBlockRV, in
     blk = sch.get_sblock(name)
     m, n, k = (loop_extent(sch, loop) for loop in sch.get_loops(blk))
     return blk, m, n, k
+
+
+def split_tile(sch: s_tir.Schedule, copy: s_tir.SBlockRV, rows: int, cols: int) -> s_tir.LoopRV:
+    """Split a fragment copy's last two loops into ``rows`` x ``cols`` tiles; return the outer loop of one tile
+    (what a tensor-core load/store intrinsic is tensorized at)."""
+    r, c = sch.get_loops(copy)[-2:]
+    r0, r1 = sch.split(r, factors=[None, rows])
+    c0, c1 = sch.split(c, factors=[None, cols])
+    sch.reorder(r0, c0, r1, c1)
+    return r1
+
+
+def has_block(sch: s_tir.Schedule, name: str) -> bool:
+    """Whether the function has a top-level block called ``name``."""
+    return any(sch.get(b).name_hint == name for b in sch.get_child_blocks(sch.get_sblock("root")))
 
 
 def require_multiple(value: int, unit: int, *, param: str) -> None:
