@@ -85,6 +85,31 @@ def test_wmma_design_builds_each_fragment_shape():
         assert "wmma::mma_sync" in src and f"wmma::accumulator, {frag}" in src
 
 
+def test_wmma_candidates_pass_the_gpu_check_built_as_they_are():
+    # MetaSchedule's VerifyGPUCode lowers with storage rewriting, which breaks every wmma candidate; the space's own
+    # check lowers as WMMA_CONFIG builds, and still refuses a block of more than 1024 threads
+    from tirbench.spaces import get_space
+
+    wl = conv2d(32, 64, 14, 14, 64, layout="NHWC", dtype="float16")   # GEMM_M = 6272
+    space = get_space("wmma")
+    ctx = ms.TuneContext(mod=wl.mod, target=space.target(H100), space_generator=space.generator(wl),
+                         task_name="main", num_threads=1)
+    *rewrites, ours = ctx.space_generator.postprocs
+    assert not isinstance(ours, ms.postproc.VerifyGPUCode)   # the space's own check (VerifyGPUCodeKeepStorage)
+    theirs = ms.postproc.VerifyGPUCode()
+    theirs._initialize_with_tune_context(ctx)
+    verdicts = []
+    for seed in range(1, 13):
+        sch = conv2d_wmma_design(s_tir.Schedule(wl.mod, seed=seed), im=16)
+        tiles = [list(map(int, sch.trace.decisions[inst])) for inst in sch.trace.insts
+                 if inst.kind.name == "SamplePerfectTile"]
+        assert all(p.apply(sch) for p in rewrites)
+        verdicts.append((tiles[0][1] * tiles[1][1] * 32 <= 1024, ours.apply(sch.copy()), theirs.apply(sch.copy())))
+    assert not any(theirs for _, _, theirs in verdicts)
+    assert any(fits for fits, _, _ in verdicts) and any(not fits for fits, _, _ in verdicts)
+    assert all(ok == fits for fits, ok, _ in verdicts)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 64, 4, 4, 64, layout="NHWC").mod)), "float16"),
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 64, 4, 4, 64, dtype="float16").mod)), "NHWC"),

@@ -106,11 +106,13 @@ CONV_ARGS = ["conv2d", "1", "512", "7", "7", "512", "3", "3", "1", "1"]
 @pytest.mark.parametrize("argv, message", [
     (["gemm", "1024", "1024", "1024", "--dtype", "float16", "--space", "v5", "--trials", "1"], "fp32 GEMM template"),
     (["gemm", "1024", "1024", "0", "--trials", "1"], "k must be a positive integer"),
-    (["gemm", "1024", "1024", "--trials", "1"], "gemm takes 3 sizes (M N K), got 2"),
+    (["gemm", "1024", "1024", "--trials", "1"], "gemm takes groups of 3 sizes (M N K), got 2"),
     (["gemm", "1024", "1024", "1024", "--layout", "NCHW", "--trials", "1"], "--layout=NCHW: only conv2d has a layout"),
     (["gemm", "1024", "1024", "1024", "--space", "template", "--trials", "1"],
      "space='template': the conv2d template needs a float32 NCHW conv2d, not gemm float32"),
-    (CONV_ARGS[:-1] + ["--trials", "1"], "conv2d takes 9 sizes (N C H W K R S STRIDE PAD), got 8"),
+    (CONV_ARGS[:-1] + ["--trials", "1"], "conv2d takes groups of 9 sizes (N C H W K R S STRIDE PAD), got 8"),
+    (CONV_ARGS + CONV_ARGS[1:2] + ["--trials", "1"], "conv2d takes groups of 9 sizes (N C H W K R S STRIDE PAD), got 10"),
+    (CONV_ARGS + CONV_ARGS[1:5] + ["0"] + CONV_ARGS[6:] + ["--trials", "1"], "k must be a positive integer, got 0"),
     (CONV_ARGS[:5] + ["0"] + CONV_ARGS[6:] + ["--trials", "1"], "k must be a positive integer, got 0"),
     (CONV_ARGS[:-1] + ["3", "--trials", "1"], "pad=3 must be smaller than the kernel r=3"),
     (CONV_ARGS + ["--layout", "NCWH", "--trials", "1"], "unknown layout 'NCWH'"),
@@ -127,6 +129,14 @@ def test_cli_bad_input_is_one_line(argv, message, capsys):
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_cli_groups_of_sizes_are_several_workloads():
+    from tirbench.tuning import _cli_workloads
+
+    wls = _cli_workloads("conv2d", [1, 64, 56, 56, 64, 3, 3, 1, 1, 32, 512, 7, 7, 512, 3, 3, 1, 1], "float16", "NHWC")
+    assert [wl.shape for wl in wls] == ["1x64x56x56x64x3x3x1x1", "32x512x7x7x512x3x3x1x1"]
+    assert {(wl.dtype, wl.layout) for wl in wls} == {("float16", "NHWC")}
 
 
 @pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU error")

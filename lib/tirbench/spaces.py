@@ -19,6 +19,7 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
+from tirbench.gpu_check import cuda_postprocs_keep_storage
 from tirbench.machine import cuda_target
 from tirbench.schedules.conv2d import conv2d_nchw_splitk_space
 from tirbench.schedules.conv2d_template import conv2d_template_space, require_nchw_fp32_conv
@@ -56,6 +57,8 @@ class DesignSpace:
     db_suffix: str  #: appended to the work directory's name
     dynamic_shared_memory: bool = False  #: tune against the 227 KB dynamic shared-memory limit, not 48 KB
     mutator_probs: str | Callable[[], dict[ms.Mutator, float]] = "cuda"
+    #: the postprocessors of a template space: MetaSchedule's "cuda" ones, or a factory for others
+    postprocs: str | Callable[[], list[ms.Postproc]] = "cuda"
 
     def require(self, wl: Workload) -> None:
         self.check(wl)
@@ -69,7 +72,8 @@ class DesignSpace:
             return ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
                                                      mutator_probs="cuda-tensorcore")
         probs = self.mutator_probs if isinstance(self.mutator_probs, str) else self.mutator_probs()
-        return ms.space_generator.ScheduleFn(self.schedule_fn, sch_rules=[], postprocs="cuda", mutator_probs=probs)
+        posts = self.postprocs if isinstance(self.postprocs, str) else self.postprocs()
+        return ms.space_generator.ScheduleFn(self.schedule_fn, sch_rules=[], postprocs=posts, mutator_probs=probs)
 
     def target(self, target: tvm.target.Target | None = None) -> tvm.target.Target:
         """The target to tune with (``cuda_target()`` by default): where the space needs it, one whose shared-memory
@@ -137,7 +141,7 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
     DesignSpace(name="wmma", description="fp16 NHWC conv2d: the implicit GEMM on wmma fragments whose shape "
                 "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
                 schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
-                dynamic_shared_memory=True, mutator_probs=_tile_mutators),
+                dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
 )}
 
 

@@ -5,8 +5,10 @@ already has ``trials`` records replays the best schedule without tuning, and a r
 
     python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
     python -m tirbench.tuning conv2d 1 512 7 7 512 3 3 1 1 --layout NCHW --space template --trials 64
+    python -m tirbench.tuning conv2d 32 64 56 56 64 3 3 1 1  32 512 7 7 512 3 3 1 1 --layout NHWC \
+        --dtype float16 --space wmma --trials 16 --chunk 16
 
-tunes (on a CUDA GPU) until the database holds that many records for the workload or the time is nearly up.
+tunes (on a CUDA GPU) until the database holds that many records for each workload or the time is nearly up.
 The search space (``--space``) comes from the registry in ``tirbench.spaces``: ``"default"`` (MetaSchedule's own
 rules), ``"v5"`` (the fp32 GEMM v5 template), ``"template"`` (AutoTVM's conv2d template), ``"splitk"`` (NCHW conv2d
 with the input channels split across blocks), each in its own database.
@@ -150,18 +152,21 @@ def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
 CLI_SIZES = {"gemm": ("M", "N", "K"), "conv2d": ("N", "C", "H", "W", "K", "R", "S", "STRIDE", "PAD")}
 
 
-def _cli_workload(name: str, sizes: list[int], dtype: str, layout: str | None) -> Workload:
-    """The workload the CLI names; one-line ValueError for a wrong number of sizes or a layout GEMM has not."""
+def _cli_workloads(name: str, sizes: list[int], dtype: str, layout: str | None) -> list[Workload]:
+    """The workloads the CLI names: one per group of sizes (several groups tune one after the other in one process,
+    which starts TVM once); one-line ValueError for a size count that is no multiple of a group, or a layout GEMM
+    has not."""
     from tirbench.workloads import conv2d, gemm
 
     names = CLI_SIZES[name]
-    if len(sizes) != len(names):
-        raise ValueError(f"{name} takes {len(names)} sizes ({' '.join(names)}), got {len(sizes)}")
+    if not sizes or len(sizes) % len(names):
+        raise ValueError(f"{name} takes groups of {len(names)} sizes ({' '.join(names)}), got {len(sizes)}")
+    if name == "gemm" and layout is not None:
+        raise ValueError(f"--layout={layout}: only conv2d has a layout")
+    groups = [sizes[i:i + len(names)] for i in range(0, len(sizes), len(names))]
     if name == "gemm":
-        if layout is not None:
-            raise ValueError(f"--layout={layout}: only conv2d has a layout")
-        return gemm(*sizes, dtype=dtype)
-    return conv2d(*sizes, layout=layout or "NCHW", dtype=dtype)
+        return [gemm(*group, dtype=dtype) for group in groups]
+    return [conv2d(*group, layout=layout or "NCHW", dtype=dtype) for group in groups]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("workload", choices=list(CLI_SIZES))
     p.add_argument("sizes", type=int, nargs="+", metavar="SIZE",
-                   help="; ".join(f"{name}: {' '.join(sizes)}" for name, sizes in CLI_SIZES.items()))
+                   help="; ".join(f"{name}: {' '.join(sizes)}" for name, sizes in CLI_SIZES.items())
+                   + " (several groups: tuned one after the other)")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--layout", default=None, help="conv2d only: NCHW (default), NHWC or HWCN")
     p.add_argument("--trials", type=int, required=True)
@@ -179,10 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--space", choices=list(SPACES), default="default",
                    help="; ".join(f"{name}: {space.description}" for name, space in SPACES.items()))
     a = p.parse_args(argv)
+    deadline = None if a.seconds is None else time.monotonic() + a.seconds
     try:
-        wl = _cli_workload(a.workload, a.sizes, a.dtype, a.layout)
-        tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=a.seconds,
-             space=a.space)
+        for wl in _cli_workloads(a.workload, a.sizes, a.dtype, a.layout):
+            seconds = None if deadline is None else deadline - time.monotonic()
+            tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=seconds,
+                 space=a.space)
     except (ValueError, RuntimeError) as err:  # bad sizes/dtype/layout/space, no GPU: one line, exit status 2
         p.error(str(err))
     return 0
