@@ -85,14 +85,26 @@ def trials_done(work_dir: Path) -> int:
     return len(_record_lines(work_dir))
 
 
+def make_builder(wl: Workload, space: str = "default") -> ms.builder.LocalBuilder:
+    """The builder for ``wl``'s candidates in ``space``: its PassContext config, and the tensor intrinsics registered
+    in each worker where the candidates use tensor cores. Constructing one costs ~50 s (it test-runs a worker): make
+    it once and pass it to every ``tune`` of the same dtype and space."""
+    config = get_space(space).pass_config(wl)
+    f_build = functools.partial(build_with_config, config) if config else None
+    return ms.builder.LocalBuilder(timeout_sec=120, f_build=f_build,
+                                   initializer=import_tensor_intrin if uses_tensor_cores(wl) else None)
+
+
 def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
-         target: tvm.target.Target | None = None, space: str = "default") -> ms.database.JSONDatabase:
+         target: tvm.target.Target | None = None, space: str = "default",
+         builder: ms.builder.Builder | None = None, runner: ms.runner.Runner | None = None) -> ms.database.JSONDatabase:
     """Tune until the database holds ``trials`` records (chunks of ``chunk``), or ``seconds`` nearly run out.
 
     ``seconds`` is checked between chunks from the measured time per trial, so the first chunk always runs
     whole: keep ``chunk`` small where trials are slow. Needs a CUDA GPU when any trial is left to run; with
     enough records it only opens the database. ``space``: a name in ``SPACES`` (``work_dir_for`` names its
-    database).
+    database). ``builder`` (``make_builder(wl, space)``) and ``runner`` are made on first use unless given: share them
+    across workloads of one dtype and space to pay their start-up once.
     """
     spec = get_space(space)
     spec.require(wl)
@@ -106,16 +118,12 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
             print(f"[tuning] stopping with {trials_done(work_dir)}/{trials} trials: the time is nearly up")
             break
         t0 = time.monotonic()
-        tc = uses_tensor_cores(wl)
-        if tc:
+        if uses_tensor_cores(wl):
             import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
-        config = spec.pass_config(wl)
-        f_build = functools.partial(build_with_config, config) if config else None
+        builder = builder or make_builder(wl, space)
+        runner = runner or ms.runner.LocalRunner(timeout_sec=60)
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
-                    num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0,
-                    builder=ms.builder.LocalBuilder(timeout_sec=120, initializer=import_tensor_intrin if tc else None,
-                                                    f_build=f_build),
-                    runner=ms.runner.LocalRunner(timeout_sec=60))
+                    num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0, builder=builder, runner=runner)
         per_trial = (time.monotonic() - t0) / n
         print(f"[tuning] {wl.name} {wl.dtype} {wl.shape}: {trials_done(work_dir)}/{trials} trials "
               f"({per_trial:.1f} s/trial)")
@@ -187,10 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     deadline = None if a.seconds is None else time.monotonic() + a.seconds
     try:
-        for wl in _cli_workloads(a.workload, a.sizes, a.dtype, a.layout):
+        workloads = _cli_workloads(a.workload, a.sizes, a.dtype, a.layout)
+        builder = runner = None  # made once, on the first chunk that tunes, for every workload (one dtype, one space)
+        for wl in workloads:
+            if builder is None and trials_done(work_dir_for(project_root(), wl, a.space)) < a.trials:
+                require_cuda_gpu()
+                builder, runner = make_builder(wl, a.space), ms.runner.LocalRunner(timeout_sec=60)
             seconds = None if deadline is None else deadline - time.monotonic()
             tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=seconds,
-                 space=a.space)
+                 space=a.space, builder=builder, runner=runner)
     except (ValueError, RuntimeError) as err:  # bad sizes/dtype/layout/space, no GPU: one line, exit status 2
         p.error(str(err))
     return 0
