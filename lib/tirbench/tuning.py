@@ -70,6 +70,10 @@ def space_target(space: str, target: tvm.target.Target | None = None) -> tvm.tar
 
 
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:
+    """The JSON database in ``work_dir`` (made if missing). A tensor-core database (``work_dir_for`` names it
+    ``float16_...`` / ``int8_...``) has records that name tensor intrinsics, which must be registered to read it."""
+    if work_dir.name.startswith(("float16_", "int8_")):
+        import_tensor_intrin()
     work_dir.mkdir(parents=True, exist_ok=True)
     return ms.database.JSONDatabase(work_dir=str(work_dir))
 
