@@ -81,5 +81,20 @@ def test_conv_rows_are_compared_with_the_fastest_cudnn_and_the_sweep_has_a_geome
     assert "| 1x3x224x224x64x7x7x2x3 | nchw_splitk_best | 0.0350 | cudnn_nchw | 0.0210 | 0.600x |" in sweep
     assert f"**{(3.5 * 0.6) ** 0.5:.3f}x**" in sweep   # geometric mean of the two ratios
     readme = root / "README.md"
-    readme.write_text(f"{report.START}\n{report.END}\n{report.SWEEP_START}\nold\n{report.SWEEP_END}\n")
+    readme.write_text(f"{report.START}\n{report.END}\n{report.SWEEPS[0].start}\nold\n{report.SWEEPS[0].end}\n")
     assert report.update_readme(readme, root) and "old" not in readme.read_text() and "1.449x" in readme.read_text()
+
+
+def test_fp16_sweep_reads_notebook_05(tmp_path):
+    root = make_root(tmp_path)
+    layer = "32x512x7x7x512x3x3x1x1"
+    append_rows(root / "results" / "05_conv2d_tensorcore" / "results.csv", [
+        row(notebook="05_conv2d_tensorcore", workload="conv2d", shape=layer, variant=v, provider=p, median_ms=ms,
+            gflops=1000.0 / ms, dtype="float16")
+        for v, p, ms in (("nhwc_mma_best", "tvm", 0.07), ("nhwc_wmma_ms", "metaschedule", 0.06),
+                         ("cudnn_nhwc", "cudnn", 0.02), ("cudnn_nchw", "cudnn", 0.05))])
+    fp16 = next(s for s in report.SWEEPS if s.notebook == "05_conv2d_tensorcore")
+    table = report.sweep_table(root, fp16)
+    assert f"| {layer} | nhwc_wmma_ms | 0.0600 | cudnn_nhwc | 0.0200 | 0.333x |" in table
+    assert "over 1 layers" in table
+    assert report.sweep_table(root) == "not run on a GPU yet"   # the fp32 sweep reads only notebook 04

@@ -3,8 +3,9 @@
     python -m tirbench.report README.md
 
 rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
-``<!-- conv-sweep:start -->`` and ``<!-- conv-sweep:end -->`` (the batch-1 ResNet-50 layers against cuDNN, with
-their geometric mean) when the README has that section; nothing is typed by hand.
+each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
+against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers) when the README has that
+section; nothing is typed by hand.
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ import pandas as pd
 from tirbench.results import latest_run, read_results
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-SWEEP_START, SWEEP_END = "<!-- conv-sweep:start -->", "<!-- conv-sweep:end -->"
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,34 @@ HEADLINES: list[tuple[str, Headline]] = [
                           "cublas_float32", "cublas_float16"))),
     ("04_conv2d", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
     ("04_conv2d", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+    ("05_conv2d_tensorcore", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
 ]
-#: The notebook and shapes of the batch-1 ResNet-50 sweep (the README's second table).
-SWEEP_NOTEBOOK = "04_conv2d"
-SWEEP_SHAPES = ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
-                "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A per-layer table (fastest TVM kernel vs fastest cuDNN run, and the geometric mean of cuDNN time / TVM time)
+    of one notebook's latest run, written between ``<!-- {marker}:start -->`` and ``<!-- {marker}:end -->``."""
+
+    marker: str
+    notebook: str
+    shapes: tuple[str, ...]
+
+    @property
+    def start(self) -> str:
+        return f"<!-- {self.marker}:start -->"
+
+    @property
+    def end(self) -> str:
+        return f"<!-- {self.marker}:end -->"
+
+
+SWEEPS: list[Sweep] = [
+    Sweep("conv-sweep", "04_conv2d", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
+                                      "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")),
+    Sweep("conv-fp16-sweep", "05_conv2d_tensorcore", ("32x64x56x56x64x3x3x1x1", "32x256x14x14x256x3x3x1x1",
+                                                      "32x512x7x7x512x3x3x1x1", "32x256x56x56x64x1x1x1x0")),
+]
 UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}
 
 
@@ -83,14 +106,14 @@ def _baseline(df: pd.DataFrame, head: Headline, r) -> tuple[str, pd.Series]:
     return baseline, df.loc[(df["variant"] == baseline) & (df["dtype"] == r.dtype), head.metric]
 
 
-def sweep_table(root: Path) -> str:
-    """Per batch-1 ResNet-50 layer of the latest 04_conv2d run: the fastest TVM kernel (hand or tuned), the fastest
-    cuDNN layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
-    df = latest_run(read_results(root / "results" / SWEEP_NOTEBOOK / "results.csv"))
+def sweep_table(root: Path, sweep: Sweep = SWEEPS[0]) -> str:
+    """Per layer of ``sweep`` in its notebook's latest run: the fastest TVM kernel (hand or tuned), the fastest cuDNN
+    layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
+    df = latest_run(read_results(root / "results" / sweep.notebook / "results.csv"))
     lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest TVM | ms | fastest cuDNN | ms | cuDNN time / TVM time |",
              "|---|---|---:|---|---:|---:|"]
     ratios = []
-    for shape in SWEEP_SHAPES:
+    for shape in sweep.shapes:
         rows = df[df["shape"].astype(str) == shape] if not df.empty else df
         ours = rows[rows["provider"].isin(["tvm", "metaschedule"])].sort_values("median_ms")
         vendor = rows[rows["provider"] == "cudnn"].sort_values("median_ms")
@@ -117,8 +140,9 @@ def update_readme(readme: Path, root: Path) -> bool:
     if START not in text or END not in text:
         raise ValueError(f"{readme} has no {START} ... {END} section")
     new = _replace(text, START, END, headline_table(root))
-    if SWEEP_START in new and SWEEP_END in new:
-        new = _replace(new, SWEEP_START, SWEEP_END, sweep_table(root))
+    for sweep in SWEEPS:
+        if sweep.start in new and sweep.end in new:
+            new = _replace(new, sweep.start, sweep.end, sweep_table(root, sweep))
     if new != text:
         readme.write_text(new)
     return new != text
