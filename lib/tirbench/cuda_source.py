@@ -10,13 +10,14 @@ from pathlib import Path
 import tvm
 from tvm import s_tir
 
+from tirbench import lowering
 from tirbench.machine import cuda_target
 
 
 def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target | None = None) -> str:
     """The full device source TVM generates for ``kernel`` (CUDA for the default sm_90a target)."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
-    ex = tvm.compile(mod, target=target or cuda_target())
+    ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
     return ex.mod.imports[0].inspect_source()
 
 

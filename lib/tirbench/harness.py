@@ -14,6 +14,7 @@ import numpy as np
 import tvm
 from tvm import s_tir
 
+from tirbench import lowering
 from tirbench.machine import cpu_target, cuda_target, has_cuda_gpu
 from tirbench.workloads.base import Workload
 
@@ -65,10 +66,11 @@ class Measurement:
 
 def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target,
           pass_config: dict[str, object] | None = None) -> tvm.runtime.Executable:
-    """``tvm.compile`` a schedule's module (or a module) for ``target``, under ``pass_config`` if given."""
+    """``tvm.compile`` a schedule's module (or a module) for ``target``, under ``pass_config`` if given, with the
+    suite's TIR pipeline (``tirbench.lowering``: TVM's default plus zero-filling cp.async for int8 tiles)."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
     with tvm.transform.PassContext(config=pass_config or {}):
-        return tvm.compile(mod, target=target)
+        return tvm.compile(mod, target=target, tir_pipeline=lowering.PIPELINE)
 
 
 def _poisoned_output(workload: Workload, dev: tvm.runtime.Device) -> tvm.runtime.Tensor:

@@ -27,6 +27,7 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
+from tirbench import lowering
 from tirbench.machine import cuda_target, require_cuda_gpu
 # V5_SPACE_VARIANTS and v5_space live in the registry; importable from here as before (tests, notebooks)
 from tirbench.spaces import SPACES, V5_SPACE_VARIANTS, get_space, uses_tensor_cores, v5_space  # noqa: F401
@@ -44,9 +45,9 @@ def import_tensor_intrin() -> None:
 def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.target.Target,
                       _params: object) -> tvm.runtime.Module:
     """MetaSchedule ``f_build`` (bound to a ``tuned_pass_config`` with ``functools.partial``): builds a candidate
-    under that PassContext config, as the notebook builds the replayed kernel."""
+    under that PassContext config and the suite's TIR pipeline, as the notebook builds the replayed kernel."""
     with tvm.transform.PassContext(config=config):
-        return tvm.tirx.build(mod, target=target)
+        return tvm.tirx.build(mod, target=target, pipeline=lowering.PIPELINE)
 
 
 def tuned_pass_config(wl: Workload, space: str = "default") -> dict[str, bool]:

@@ -17,26 +17,29 @@ from tirbench.schedules.checks import loop_extent, require_divides, require_posi
 from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG, check_simt_tiles, has_block, simt_nest
 
 
-#: Per layout: the "conv" block's loops by name, and the buffers it reads, in order.
-_CONV_LOOPS = {"HWCN": (("oh", "ow", "k", "n", "r", "s", "c"), ["W", "Xp"]),
-               "NCHW": (("n", "k", "oh", "ow", "c", "r", "s"), ["Xp", "W"]),
-               "NHWC": (("n", "oh", "ow", "k", "r", "s", "c"), ["Xp", "W"])}
+#: Per layout: the "conv" block's loops by name, the buffers it reads, in order, and the loop (by name) that indexes
+#: the filter W at a telling position (its last index, or the first for NCHW32), which tells NCHW from NHWC/NCHW32.
+_CONV_LOOPS = {"HWCN": (("oh", "ow", "k", "n", "r", "s", "c"), ["W", "Xp"], ("k", -1)),
+               "NCHW": (("n", "k", "oh", "ow", "c", "r", "s"), ["Xp", "W"], ("s", -1)),
+               "NHWC": (("n", "oh", "ow", "k", "r", "s", "c"), ["Xp", "W"], ("k", -1)),
+               "NCHW32": (("n", "oh", "ow", "k", "r", "s", "c"), ["Xp", "W"], ("k", 0))}
 
 
-def _filter_last_axis_is(block, position: int) -> bool:
-    """Whether the filter W is indexed last by the block's iterator at ``position`` (tells NCHW from NHWC)."""
+def _filter_axis_is(block, position: int, axis: int) -> bool:
+    """Whether the filter W's index ``axis`` is the block's iterator at ``position``."""
     w = next(region for region in block.reads if region.source.name == "W")
-    return w.region[-1].min.same_as(block.iter_vars[position].var)
+    return w.region[axis].min.same_as(block.iter_vars[position].var)
 
 
 def _conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[str, int]]:
     """Block "conv" of a ``layout`` convolution and its loop extents by name; one-line error for another layout."""
     blk = sch.get_sblock("conv")
-    names, reads = _CONV_LOOPS[layout]
+    names, reads, (w_loop, w_axis) = _CONV_LOOPS[layout]
     block = sch.get(blk)
     if [region.source.name for region in block.reads] != reads or len(sch.get_loops(blk)) != len(names) or \
-            not _filter_last_axis_is(block, names.index("k" if layout != "NCHW" else "s")):
-        raise ValueError(f"this schedule needs an {layout} convolution: conv2d(..., layout='{layout}')")
+            not _filter_axis_is(block, names.index(w_loop), w_axis):
+        hint = "conv2d_int8(...)" if layout == "NCHW32" else f"conv2d(..., layout='{layout}')"
+        raise ValueError(f"this schedule needs an {layout} convolution: {hint}")
     return blk, dict(zip(names, (loop_extent(sch, loop) for loop in sch.get_loops(blk))))
 
 

@@ -28,7 +28,7 @@ from tvm.tirx import IndexMap
 
 from tirbench.schedules.checks import require_divides
 from tirbench.schedules.conv2d import _conv_block
-from tirbench.schedules.gemm_tensorcore import MMA_ASYNC_CONFIG, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.gemm_tensorcore import MMA_ASYNC_CONFIG, gemm_mma_int8, gemm_v7_mma, gemm_v8_wgmma
 from tirbench.schedules.tiling import WARP, has_block, pipeline, split_tile
 
 #: Halves per 16-byte copy.
@@ -36,13 +36,17 @@ VECTOR = 8
 
 
 def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
-    """Reindex the NHWC float16 convolution into the GEMM block "conv" (loops m, n, k; see the module docstring).
+    """Reindex the tensor-core convolution's block "conv" into a GEMM block (loops m, n, k; see the module docstring).
 
-    After this, ``gemm_block(sch, "conv")`` finds it, and the GEMM helpers take ``block="conv"``. The output copy
-    (block "Yacc_reindex", float32 C -> half Y) is put in (m, n) order too, and C in shared memory.
+    Two workloads: the NHWC float16 ``conv2d`` (B is [K, N]: C[m, n] += A[m, k] * B[k, n]) and the NC/32HW32 int8
+    ``conv2d_int8`` (B is [N, K], the filter's own k-contiguous order: C[m, n] += A[m, k] * B[n, k], what
+    ``mma.sync``'s int8 operands need). After this, ``gemm_block(sch, "conv")`` finds it, and the GEMM helpers take
+    ``block="conv"``. The output copy (block "Yacc_reindex", which takes in the "cast" or "epilogue" block) is put
+    in (m, n) order too, and C in shared memory.
     """
-    blk, ext = _conv_block(sch, "NHWC")
-    if not has_block(sch, "cast"):
+    int8 = has_block(sch, "epilogue")
+    blk, ext = _conv_block(sch, "NCHW32" if int8 else "NHWC")
+    if not int8 and not has_block(sch, "cast"):
         raise ValueError("tensor-core convolutions take float16 inputs: use conv2d(..., layout='NHWC', "
                          "dtype='float16')")
     r, s, c, oh, ow = ext["r"], ext["s"], ext["c"], ext["oh"], ext["ow"]
@@ -67,9 +71,12 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
 
     ndim = len(sch.get(blk).reads[0].source.shape)
     sch.transform_layout(blk, ("read", 0), IndexMap.from_func(a_index, ndim=ndim, index_dtype="int32"))
-    sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (k_index(ry, rx, rc), f))
+    if int8:
+        sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (f, k_index(ry, rx, rc)))
+    else:
+        sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (k_index(ry, rx, rc), f))
     sch.transform_layout(blk, ("write", 0), lambda b, y, x, f: (pixel(b, y, x), f))
-    sch.reverse_compute_inline(sch.get_sblock("cast"))
+    sch.reverse_compute_inline(sch.get_sblock("epilogue" if int8 else "cast"))
     out = sch.get_sblock("Yacc_reindex")
     sch.transform_block_layout(out, lambda b, y, x, f: (pixel(b, y, x), f))
     sch.set_scope(blk, 0, "shared.dyn")
@@ -82,23 +89,23 @@ def _inline_im2col(sch: s_tir.Schedule) -> None:
         sch.compute_inline(sch.get_sblock(name))
 
 
-def _finish(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
-    """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y as half, ``warps`` x 32
-    threads, 16-byte stores."""
+def _finish(sch: s_tir.Schedule, *, warps: int, vector: int = VECTOR) -> s_tir.Schedule:
+    """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
+    (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads."""
     _inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
-    _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, VECTOR])
+    _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, vector])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.vectorize(vec)
     return sch
 
 
-def _require_epilogue(block_tile: tuple[int, int], warps: int) -> None:
-    if block_tile[0] * block_tile[1] % (warps * WARP * VECTOR):
+def _require_epilogue(block_tile: tuple[int, int], warps: int, vector: int = VECTOR) -> None:
+    if block_tile[0] * block_tile[1] % (warps * WARP * vector):
         raise ValueError(f"block_tile={block_tile}: the epilogue gives each of {warps * WARP} threads the same "
-                         f"number of {VECTOR}-half rows, so bm * bn must be a multiple of {warps * WARP * VECTOR}")
+                         f"number of {vector}-value rows, so bm * bn must be a multiple of {warps * WARP * vector}")
 
 
 def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), stages: int = 4,
@@ -123,6 +130,24 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
     return _finish(sch, warps=warps)
+
+
+#: int8 outputs per epilogue step: four int32 accumulators (one 16-byte shared-memory load) -> four int8 bytes.
+INT8_VECTOR = 4
+
+
+def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                    warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3,
+                    raster: int = 1) -> s_tir.Schedule:
+    """The int8 NC/32HW32 implicit GEMM on ldmatrix + mma.sync m16n8k32: ``gemm_mma_int8`` (swizzled shared tiles,
+    a ``stages``-deep cp.async pipeline) on the reindexed ``conv2d_int8``, its epilogue (bias, residual, ReLU,
+    requantisation) applied as the int32 tile leaves shared memory."""
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_epilogue(block_tile, warps, INT8_VECTOR)
+    gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
+                  block="conv")
+    return _finish(sch, warps=warps, vector=INT8_VECTOR)
 
 
 #: wmma fragment shapes on half inputs: rows (im) -> columns (in); k is 16. TVM registers only 16x16x16.

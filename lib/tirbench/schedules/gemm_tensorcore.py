@@ -13,7 +13,7 @@ import functools
 
 from tvm import s_tir
 
-from tirbench.schedules import wgmma_intrin
+from tirbench.schedules import mma_int8_intrin, wgmma_intrin
 from tirbench.schedules.checks import require_divides, require_positive_int, require_threads
 from tirbench.schedules.tiling import (WARP, bind_blocks, gemm_block, padded, pipeline, require_fetch, split_tile,
                                        require_multiple, require_prefetch, require_shared)
@@ -210,6 +210,94 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
+    return sch
+
+
+def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                  warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3, raster: int = 1,
+                  block: str = "C") -> s_tir.Schedule:
+    """int8 tensor cores: ldmatrix + mma.sync m16n8k32 (int32 accumulators) on C[m, n] += A[m, k] * B[n, k].
+
+    v7's structure (block tile -> warps of ``warp_tile``, a ``stages``-deep cp.async pipeline of ``tile_k`` tiles,
+    fragments per 32-deep k step) with int8 operands that are both k-contiguous, and shared tiles stored in the
+    swizzled layout of ``mma_int8_intrin`` (XOR on 16-byte chunks; conflict-free without padding), filled with
+    16-byte copies, read by ldmatrix intrinsics that address the swizzled rows.
+    """
+    blk, m, n, k = gemm_block(sch, block)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "int8":
+        raise ValueError(f"the int8 mma kernel needs int8 inputs, got a {dtype} workload")
+    c_scope = sch.get(blk).writes[0].source.scope()
+    (bm, bn), (wm, wn) = block_tile, warp_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    require_multiple(wm, 16, param="warp_tile[0]")
+    require_multiple(wn, 16, param="warp_tile[1]")
+    require_multiple(tile_k, mma_int8_intrin.PANEL, param="tile_k")
+    require_positive_int(stages, param="stages")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = (bm // wm) * (bn // wn)
+    require_threads(warps * WARP, param="block_tile/warp_tile")
+    chunk = mma_int8_intrin.CHUNK
+    require_fetch(bm, tile_k, warps * WARP, chunk, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, chunk, operand="B")
+    require_shared(stages * (bm + bn) * tile_k, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    names = mma_int8_intrin.register()
+    from tvm.s_tir.tensor_intrin import cuda as tc
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    j, j16 = sch.split(j, factors=[None, 16])
+    kk, k32 = sch.split(kk, factors=[None, mma_int8_intrin.PANEL])
+    sch.reorder(i, j, kk, i16, j16, k32)
+    tile = sch.blockize(i16)  # one 16x16x32 product (two m16n8k32)
+    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
+    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
+    ko, ki = sch.split(kk, factors=[None, tile_k // mma_int8_intrin.PANEL])
+    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
+    bind_blocks(sch, by, bx, raster)
+    warp = sch.fuse(wy, wx)
+    sch.bind(warp, "threadIdx.y")
+    shared = [sch.cache_read(tile, idx, "shared.dyn") for idx in (0, 1)]
+    frag_a, frag_b = (sch.cache_read(tile, idx, "warp") for idx in (0, 1))  # 2-D, before the shared tiles' layout
+    sch.compute_at(frag_a, ki)
+    sch.compute_at(frag_b, ki)
+    for sh in shared:
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), mma_int8_intrin.swizzle,
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        panel, c = sch.split(c, factors=[None, mma_int8_intrin.PANEL])
+        c, vec = sch.split(c, factors=[None, chunk])
+        sch.reorder(r, panel, c, vec)  # a phase of 8 threads fills 4 rows of one panel: 128 contiguous bytes
+        _, ty, tx = sch.split(sch.fuse(r, panel, c), factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+    acc = sch.cache_write(tile, 0, "warp")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
+
+    def operand_lanes(r, c):  # [row tile, k step, 32 lanes, 16 bytes]
+        return (r // 16, c // 32, *tc.shared_16x32_to_ldmatrix_32x16_layout(r % 16, c % 32))
+
+    def acc_lanes(r, c):
+        return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+    load_a, load_b = (split_tile(sch, frag, 16, mma_int8_intrin.PANEL) for frag in (frag_a, frag_b))
+    store = split_tile(sch, acc, 16, 16)
+    sch.transform_layout(frag_a, ("write", 0), operand_lanes)
+    sch.transform_layout(frag_b, ("write", 0), operand_lanes)
+    sch.transform_layout(acc, ("read", 0), acc_lanes)
+    sch.tensorize(load_a, names["load_a"])
+    sch.tensorize(load_b, names["load_b"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
+    sch.tensorize(store, names["store"][c_scope])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
+    pipeline(sch, ko, stages, async_copy=True)
     return sch
 
 

@@ -1,0 +1,74 @@
+"""The TIR pipeline the suite compiles with: TVM's default, plus zero-filling cp.async for integer tiles.
+
+With ``tirx.use_async_copy``, TVM turns a 16-byte global -> shared copy into ``cp.async``, and a padded copy
+``shared[i:i+16] = if_then_else(inside, X[j:j+16], 0)`` into a predicated, zero-filling ``cp.async`` (the
+im2col fill of an implicit-GEMM convolution). TVM 0.27 recognises that zero only as a float constant: for int8
+tiles the copy stays a vector store of an int8x16 ``if_then_else``, which the CUDA code generator then prints as
+an invalid ``make_int4`` of 16 bytes. ``PIPELINE`` ("tirbench") runs TVM's default pipeline and then rewrites
+those stores into the same predicated ``cp.async`` node TVM emits for half tiles (``tirx.s_tir.cp_async_raw``). They sit
+between the software pipeline's commit/wait groups already, so they join the group that follows them, as
+TVM's own would.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+PIPELINE = "tirbench"
+_CP_ASYNC = tvm.ir.Op.get("tirx.s_tir.cp_async_raw")
+_IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
+_BYTES = 16
+
+
+def _is_zero(value: tirx.PrimExpr) -> bool:
+    if isinstance(value, tirx.Broadcast):
+        value = value.value
+    return isinstance(value, tirx.IntImm) and value.value == 0
+
+
+def _base(index: tirx.PrimExpr) -> tirx.PrimExpr | None:
+    """The first element of a contiguous vector index (a unit-stride Ramp, or Ramp + Broadcast)."""
+    if isinstance(index, tirx.Ramp) and int(index.stride) == 1:
+        return index.base
+    if isinstance(index, tirx.Add) and isinstance(index.a, tirx.Ramp) and isinstance(index.b, tirx.Broadcast) \
+            and int(index.a.stride) == 1:
+        return index.a.base + index.b.value
+    return None
+
+
+def _zero_fill_copy(store: tirx.BufferStore) -> tirx.Stmt:
+    """``store`` as a predicated 16-byte cp.async when it is a zero-padded int copy global -> shared; else itself."""
+    value = store.value
+    if store.buffer.scope() not in ("shared", "shared.dyn") or not isinstance(value, tvm.ir.Call) \
+            or not value.op.same_as(_IF_THEN_ELSE) or not _is_zero(value.args[2]):
+        return store
+    load = value.args[1]  # a BufferLoad (``tvm.ir.expr.TensorLoad``): ``source`` is the buffer
+    if not isinstance(load, tvm.ir.expr.TensorLoad) or load.source.scope() != "global" or len(load.indices) != 1 \
+            or len(store.indices) != 1 or not str(load.source.dtype).startswith(("int", "uint")) \
+            or str(load.ty) != f"{load.source.dtype}x{_BYTES * 8 // tvm.DataType(str(load.source.dtype)).bits}":
+        return store
+    src, dst = _base(load.indices[0]), _base(store.indices[0])
+    if src is None or dst is None:
+        return store
+    # the node TVM's InjectPTXAsyncCopy emits for a predicated copy: (dst, dst offset, src, src offset, bytes,
+    # predicate), offsets in elements of its type
+    return tirx.Evaluate(tvm.ir.Call(_CP_ASYNC, [store.buffer.data, dst, load.source.data, src, _BYTES,
+                                                 value.args[0]], ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
+
+
+@tvm.transform.module_pass(opt_level=0, name="tirbench.ZeroFillIntCopies")
+def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """With ``tirx.use_async_copy``: rewrite every zero-padded integer 16-byte copy into shared memory as a
+    predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each)."""
+    if not bool(ctx.config.get("tirx.use_async_copy", False)):
+        return mod
+    return tvm_ffi.structural_map(mod, (tirx.BufferStore, _zero_fill_copy))
+
+
+def _pipeline_factory():
+    default, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
+    return tvm.transform.Sequential([default, zero_fill_int_copies]), finalize_host, finalize_device
+
+
+tvm.tirx.register_tir_pipeline(PIPELINE, _pipeline_factory)

@@ -1,0 +1,172 @@
+"""Quantised 2-D convolution: int8 in, int32 accumulate, a fused epilogue, int8 out, in the NC/32HW32 layout.
+
+Layout ``"NCHW32"`` (cuDNN's ``NCHW_VECT_C`` with 32 lanes, CUTLASS's ``TensorNCxHWx<32>``): channels are grouped
+by 32 and the group is the innermost axis, so one pixel's 32 channels are 32 contiguous bytes (two 16-byte loads).
+
+============  ==========================
+input X       (N, C/32, H, W, 32)
+filter W      (K, C/32, R, S, 32)
+output Y      (N, K/32, OH, OW, 32)
+bias          (K,) int32
+scale         (K,) float32, positive
+residual      (N, K/32, OH, OW, 32) int8, optional
+============  ==========================
+
+The epilogue, per output element of channel k (``requantize``; numpy and the kernel do the same float32 steps)::
+
+    acc = sum of int8 x int8 products (int32, exact)
+    t   = nearbyint(float32(acc + bias[k]) * scale[k])     # round half to even
+    t   = t + residual                                      # if residual
+    t   = max(t, 0)                                         # if relu
+    y   = clamp(t, -128, 127)                               # saturate to int8
+
+Blocks: ``"pad"`` (zero-padded input ``Xp``), ``"conv"`` (int32 ``Yacc``; loops n, oh, ow, k, r, s, c like the
+NHWC conv, so the implicit-GEMM helpers reindex it the same way) and ``"epilogue"``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm.script import tirx as T
+
+from tirbench.workloads.base import Workload, check_positive
+from tirbench.workloads.conv2d import check_conv_params, conv2d_reference, output_size
+
+LANES = 32  #: channels per group of the NC/32HW32 layout
+
+
+def nchw_to_nchw32(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) -> (N, C/32, H, W, 32), contiguous."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // LANES, LANES, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def nchw32_to_nchw(x: np.ndarray) -> np.ndarray:
+    """(N, C/32, H, W, 32) -> (N, C, H, W), contiguous."""
+    n, cg, h, w, lanes = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cg * lanes, h, w))
+
+
+def kcrs_to_kc32rs32(wt: np.ndarray) -> np.ndarray:
+    """A (K, C, R, S) filter -> (K, C/32, R, S, 32), contiguous."""
+    k, c, r, s = wt.shape
+    return np.ascontiguousarray(wt.reshape(k, c // LANES, LANES, r, s).transpose(0, 1, 3, 4, 2))
+
+
+def kc32rs32_to_kcrs(wt: np.ndarray) -> np.ndarray:
+    """(K, C/32, R, S, 32) -> (K, C, R, S), contiguous."""
+    k, cg, r, s, lanes = wt.shape
+    return np.ascontiguousarray(wt.transpose(0, 1, 4, 2, 3).reshape(k, cg * lanes, r, s))
+
+
+def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: np.ndarray | None = None, *,
+               relu: bool = True, channel_axis: int = 1) -> np.ndarray:
+    """The epilogue on int accumulators (see the module docstring): int8, rounding half to even, saturating."""
+    shape = [1] * acc.ndim
+    shape[channel_axis] = -1
+    t = (acc.astype(np.int64) + bias.reshape(shape)).astype(np.int32).astype(np.float32)
+    t = np.rint(t * scale.reshape(shape).astype(np.float32)).astype(np.int64)
+    if residual is not None:
+        t = t + residual.astype(np.int64)
+    if relu:
+        t = np.maximum(t, 0)
+    return np.clip(t, -128, 127).astype(np.int8)
+
+
+def check_int8_conv_params(c: int, k: int) -> None:
+    """One-line ValueError for channel counts the NC/32HW32 layout cannot hold."""
+    for name, value in (("c (input channels)", c), ("k (output channels)", k)):
+        if value % LANES:
+            raise ValueError(f"{name}={value}: the NC/32HW32 layout needs a multiple of {LANES}")
+
+
+def check_scale(scale: np.ndarray) -> None:
+    """One-line ValueError for a requantisation scale that is not positive and finite."""
+    if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+        raise ValueError(f"scale must be positive and finite, got min {float(np.min(scale))!r}")
+
+
+def _module(n, c, h, w, k, r, s, stride, pad, relu, residual):
+    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+    cg, kg = c // LANES, k // LANES
+    x_shape, xp_shape = (n, cg, h, w, LANES), (n, cg, h + 2 * pad, w + 2 * pad, LANES)
+    w_shape, y_shape = (k, cg, r, s, LANES), (n, kg, oh, ow, LANES)
+
+    def finish(t, res):  # residual add, ReLU, saturation (t: the rounded int32 value)
+        if residual:
+            t = t + T.Cast("int32", res)
+        if relu:
+            t = T.max(t, 0)
+        return T.Cast("int8", T.min(T.max(t, -128), 127))
+
+    @T.prim_func(s_tir=True)
+    def main(X: T.Buffer(x_shape, "int8"), W: T.Buffer(w_shape, "int8"), Bias: T.Buffer((k,), "int32"),
+             Scale: T.Buffer((k,), "float32"), Res: T.Buffer(y_shape, "int8"), Y: T.Buffer(y_shape, "int8")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Xp = T.sblock_alloc_buffer(xp_shape, "int8")
+        Yacc = T.sblock_alloc_buffer(y_shape, "int32")
+        for i0, i1, i2, i3, i4 in T.grid(*xp_shape):
+            with T.sblock("pad"):
+                v0, v1, v2, v3, v4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
+                Xp[v0, v1, v2, v3, v4] = T.if_then_else(
+                    pad <= v2 and v2 < h + pad and pad <= v3 and v3 < w + pad,
+                    X[v0, v1, v2 - pad, v3 - pad, v4], T.int8(0))
+        for o0, o1, o2, o3, u0, u1, u2 in T.grid(n, oh, ow, k, r, s, c):
+            with T.sblock("conv"):
+                b, y, x, f, ry, rx, rc = T.axis.remap("SSSSRRR", [o0, o1, o2, o3, u0, u1, u2])
+                with T.init():
+                    Yacc[b, f // LANES, y, x, f % LANES] = 0
+                Yacc[b, f // LANES, y, x, f % LANES] = Yacc[b, f // LANES, y, x, f % LANES] + T.Cast(
+                    "int32", Xp[b, rc // LANES, y * stride + ry, x * stride + rx, rc % LANES]) * T.Cast(
+                    "int32", W[f, rc // LANES, ry, rx, rc % LANES])
+        for o0, o1, o2, o3, o4 in T.grid(*y_shape):
+            with T.sblock("epilogue"):
+                b, fg, y, x, fl = T.axis.remap("SSSSS", [o0, o1, o2, o3, o4])
+                Y[b, fg, y, x, fl] = finish(T.Cast("int32", T.nearbyint(
+                    T.Cast("float32", Yacc[b, fg, y, x, fl] + Bias[fg * LANES + fl]) * Scale[fg * LANES + fl])),
+                    Res[b, fg, y, x, fl])
+
+    return tvm.IRModule({"main": main})
+
+
+def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
+                relu: bool = True, residual: bool = False) -> Workload:
+    """int8 convolution with the fused epilogue, NC/32HW32 (see the module docstring).
+
+    The module's arguments are X, W, bias, scale, residual, Y (residual is ignored unless ``residual``). The
+    reference is exact: the int8 products are summed in float64 (exact below 2^53), then ``requantize``; the output
+    must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d``; flops count 2 per
+    multiply-add.
+    """
+    check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW")
+    check_int8_conv_params(c, k)
+    check_positive(n=n)
+    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+    y_shape = (n, k // LANES, oh, ow, LANES)
+    red = c * r * s
+
+    def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
+        x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
+        wt = rng.integers(-128, 128, (k, c, r, s), dtype=np.int8)
+        bias = rng.integers(-2 ** 16, 2 ** 16, k, dtype=np.int32)
+        # outputs of a few tens: acc has a standard deviation of ~74^2 sqrt(red) (uniform int8 operands)
+        scale = (rng.uniform(0.5, 1.5, k) * 40.0 / (74.0 ** 2 * np.sqrt(red))).astype(np.float32)
+        res = rng.integers(-128, 128, y_shape, dtype=np.int8)
+        return [nchw_to_nchw32(x), kcrs_to_kc32rs32(wt), bias, scale, res]
+
+    def reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, scale: np.ndarray, res: np.ndarray) -> np.ndarray:
+        check_scale(scale)
+        acc = conv2d_reference(nchw32_to_nchw(x), kc32rs32_to_kcrs(wt), stride=stride, pad=pad)
+        acc = np.rint(acc).astype(np.int64)  # exact: every partial sum is an integer below 2^53
+        out = requantize(acc, bias, scale, nchw32_to_nchw(res) if residual else None, relu=relu)
+        return nchw_to_nchw32(out)
+
+    return Workload(
+        name="conv2d",
+        sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
+        dtype="int8", mod=_module(n, c, h, w, k, r, s, stride, pad, relu, residual),
+        make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
+        flops=2 * n * k * oh * ow * red,
+        bytes=n * c * h * w + k * red + k * 8 + n * k * oh * ow * (2 if residual else 1),
+        tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32",
+    )

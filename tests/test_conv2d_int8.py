@@ -1,0 +1,133 @@
+"""int8 convolution (NC/32HW32): layout conversions, the requantising epilogue on edge values, the fused module on
+llvm, the swizzled shared layout's bank behaviour, the implicit GEMM's CUDA (ldmatrix, mma s8, zero-fill cp.async),
+bad inputs."""
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir
+
+from tirbench.harness import build, run_checked
+from tirbench.machine import cpu_target
+from tirbench.schedules import mma_int8_intrin
+from tirbench.schedules.conv2d_tensorcore import CONV_TC_CONFIG, conv2d_int8_mma
+from tirbench.workloads.conv2d_int8 import (conv2d_int8, kc32rs32_to_kcrs, kcrs_to_kc32rs32, nchw32_to_nchw,
+                                            nchw_to_nchw32, requantize)
+
+H100 = tvm.target.Target("nvidia/nvidia-h100", host="llvm")
+
+
+def test_layout_conversions_round_trip():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (2, 64, 3, 5), dtype=np.int8)
+    x32 = nchw_to_nchw32(x)
+    assert x32.shape == (2, 2, 3, 5, 32) and x32[1, 1, 2, 4, 7] == x[1, 32 + 7, 2, 4]
+    np.testing.assert_array_equal(nchw32_to_nchw(x32), x)
+    wt = rng.integers(-128, 128, (32, 64, 3, 3), dtype=np.int8)
+    w32 = kcrs_to_kc32rs32(wt)
+    assert w32.shape == (32, 2, 3, 3, 32) and w32[5, 1, 2, 0, 3] == wt[5, 35, 2, 0]
+    np.testing.assert_array_equal(kc32rs32_to_kcrs(w32), wt)
+
+
+def test_requantize_rounds_half_to_even_and_saturates():
+    acc = np.array([1, 3, 5, -1, -3, 300, -300, 0], dtype=np.int64).reshape(8, 1)   # 8 values of one channel
+    out = requantize(acc, np.zeros(1, np.int32), np.array([0.5], np.float32), relu=False)
+    # 0.5, 1.5, 2.5, -0.5, -1.5 -> 0, 2, 2, -0, -2 (ties to even); 150 -> 127, -150 -> -128 (saturation)
+    assert out.ravel().tolist() == [0, 2, 2, 0, -2, 127, -128, 0]
+    relu = requantize(acc, np.zeros(1, np.int32), np.array([0.5], np.float32), relu=True)
+    assert relu.ravel().tolist() == [0, 2, 2, 0, 0, 127, 0, 0]
+    res = requantize(acc, np.full(1, 2, np.int32), np.array([0.5], np.float32), np.full((8, 1), 120, np.int8),
+                     relu=False)   # (acc + 2) / 2 rounded, + 120, saturated
+    assert res.ravel().tolist() == [122, 122, 124, 120, 120, 127, -29, 121]
+
+
+def _one_hot_case(values: np.ndarray, scale: float, *, relu: bool, residual: bool) -> tuple:
+    """A 1x1 conv whose filter is the identity: acc = the input, so the epilogue sees chosen accumulators."""
+    n, c = 1, 32
+    wl = conv2d_int8(n, c, 1, values.size // c, c, 1, 1, 1, 0, relu=relu, residual=residual)
+    x = values.reshape(1, c, 1, -1).astype(np.int8)
+    wt = np.eye(c, dtype=np.int8).reshape(c, c, 1, 1)
+    inputs = [nchw_to_nchw32(x), kcrs_to_kc32rs32(wt), np.zeros(c, np.int32), np.full(c, scale, np.float32),
+              np.full(wl.out_shape, 100, np.int8)]
+    return wl, inputs
+
+
+@pytest.mark.parametrize("relu, residual", [(False, False), (True, True)])
+def test_fused_epilogue_on_llvm_matches_the_reference_on_edge_values(relu, residual):
+    # acc = x in [-128, 127], scale 0.5: every odd x is a tie; with the residual 100, large values saturate at 127
+    values = np.arange(-128, 128).astype(np.int64)
+    wl, inputs = _one_hot_case(values, 0.5, relu=relu, residual=residual)
+    ex = build(wl.mod, cpu_target())
+    dev = tvm.cpu(0)
+    args = [tvm.runtime.tensor(a, dev) for a in inputs] + [tvm.runtime.tensor(np.zeros(wl.out_shape, np.int8), dev)]
+    ex["main"](*args)
+    out = args[-1].numpy()
+    np.testing.assert_array_equal(out, wl.reference(*inputs))
+    got = nchw32_to_nchw(out).ravel()
+    expect = np.clip(np.maximum(np.rint(values * 0.5) + (100 if residual else 0), 0 if relu else -128), -128, 127)
+    np.testing.assert_array_equal(got, expect.astype(np.int8))
+
+
+def test_random_int8_conv_is_bit_exact_on_llvm():
+    for shape, kw in (((2, 32, 6, 6, 64, 3, 3, 1, 1), {}), ((1, 64, 7, 5, 32, 3, 3, 2, 1), {"residual": True})):
+        wl = conv2d_int8(*shape, **kw)
+        run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=0)
+
+
+def _banks(byte_offsets):
+    """The 4-byte banks a phase of 16-byte accesses touches, with repeats (32 banks of 4 bytes)."""
+    return sorted((off // 4 + b) % 32 for off in byte_offsets for b in range(4))
+
+
+@pytest.mark.parametrize("operand", ["A", "B"])
+def test_swizzled_ldmatrix_phases_are_conflict_free(operand):
+    # ldmatrix.x4: each 8 x 16-byte matrix (8 lanes' row addresses) is one shared-memory phase of 128 bytes
+    def offset(row, chunk, swizzled):  # byte offset in a 32-byte-row panel
+        return 32 * row + 16 * ((chunk ^ (row // 4) % 2) if swizzled else chunk)
+
+    for swizzled in (True, False):
+        conflict_free = True
+        for phase in range(4):
+            lanes = range(8 * phase, 8 * phase + 8)
+            pieces = [mma_int8_intrin._lane_piece(operand, tx) for tx in lanes]
+            banks = _banks(offset(int(r), int(c), swizzled) for r, c in pieces)
+            conflict_free &= banks == list(range(32))
+        assert conflict_free == swizzled   # unswizzled: rows r and r + 4 share banks (2-way conflicts)
+
+
+def test_swizzle_is_a_permutation_of_each_panel():
+    rows, tile_k = 16, 64
+    places = {tuple(int(v) for v in mma_int8_intrin.swizzle(tvm.tirx.const(r), tvm.tirx.const(k)))
+              for r in range(rows) for k in range(tile_k)}
+    assert len(places) == rows * tile_k
+
+
+def test_int8_mma_conv_uses_ldmatrix_mma_s8_and_zero_filling_copies():
+    wl = conv2d_int8(4, 64, 8, 8, 128, residual=True)   # GEMM 256 x 128 x 576, padded border
+    sch = conv2d_int8_mma(s_tir.Schedule(wl.mod), block_tile=(128, 128), warp_tile=(64, 64), tile_k=64)
+    src = build(sch, H100, CONV_TC_CONFIG).mod.imports[0].inspect_source()
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in src
+    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in src
+    assert "cp_async_legacy_pred_cg_16" in src     # the padded im2col fill: 16-byte zero-filling cp.async
+    assert "make_int4((signed char)" not in src      # no int8x16 vector select (TVM prints it invalid)
+    assert "nearbyintf" in src                       # the epilogue's rounding, in the kernel
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: conv2d_int8(1, 48, 4, 4, 32), "multiple of 32"),
+    (lambda: conv2d_int8(1, 32, 4, 4, 40), "multiple of 32"),
+    (lambda: conv2d_int8(1, 32, 4, 4, -32), "positive integer"),
+    (lambda: conv2d_int8_mma(s_tir.Schedule(conv2d_int8(1, 32, 4, 4, 32).mod), block_tile=(16, 32),
+                             warp_tile=(16, 32), tile_k=64), "channel_block"),
+    (lambda: conv2d_int8(1, 32, 4, 4, 32).reference(*_one_hot_inputs_with_scale(-1.0)), "scale must be positive"),
+])
+def test_bad_inputs_fail_in_one_line(make, message):
+    with pytest.raises(ValueError, match=message) as err:
+        make()
+    assert "\n" not in str(err.value)
+
+
+def _one_hot_inputs_with_scale(scale: float) -> list:
+    wl = conv2d_int8(1, 32, 4, 4, 32)
+    inputs = wl.make_inputs(np.random.default_rng(0))
+    inputs[3] = np.full(32, scale, np.float32)
+    return inputs
