@@ -9,7 +9,7 @@ from tvm import s_tir
 from tirbench.harness import build, run_checked
 from tirbench.machine import cpu_target
 from tirbench.schedules import mma_int8_intrin
-from tirbench.schedules.conv2d_tensorcore import CONV_TC_CONFIG, conv2d_int8_mma
+from tirbench.schedules.conv2d_tensorcore import CONV_TC_CONFIG, conv2d_int8_mma, conv2d_int8_wgmma
 from tirbench.workloads.conv2d_int8 import (conv2d_int8, kc32rs32_to_kcrs, kcrs_to_kc32rs32, nchw32_to_nchw,
                                             nchw_to_nchw32, requantize)
 
@@ -112,7 +112,20 @@ def test_int8_mma_conv_uses_ldmatrix_mma_s8_and_zero_filling_copies():
     assert "nearbyintf" in src                       # the epilogue's rounding, in the kernel
 
 
+@pytest.mark.parametrize("kw", [dict(block_tile=(128, 128), tile_k=128, stages=3, overlap=True),
+                                dict(block_tile=(128, 64), tile_k=64, layout="interleaved")])
+def test_int8_wgmma_conv_uses_integer_wgmma(kw):
+    wl = conv2d_int8(4, 128, 8, 8, 128, residual=True)
+    src = build(conv2d_int8_wgmma(s_tir.Schedule(wl.mod), **kw), H100, CONV_TC_CONFIG).mod.imports[0].inspect_source()
+    assert "wgmma.mma_async.sync.aligned.m64n" in src and ".s32.s8.s8" in src
+    assert "cp_async_legacy_pred_cg_16" in src and "nearbyintf" in src
+
+
 @pytest.mark.parametrize("make, message", [
+    (lambda: conv2d_int8_wgmma(s_tir.Schedule(conv2d_int8(2, 128, 8, 8, 256).mod), block_tile=(128, 256)),
+     "at most N=224"),
+    (lambda: conv2d_int8_wgmma(s_tir.Schedule(conv2d_int8(2, 128, 8, 8, 128).mod), tile_k=64),
+     "tile_k must be 128"),
     (lambda: conv2d_int8(1, 48, 4, 4, 32), "multiple of 32"),
     (lambda: conv2d_int8(1, 32, 4, 4, 40), "multiple of 32"),
     (lambda: conv2d_int8(1, 32, 4, 4, -32), "positive integer"),

@@ -150,6 +150,20 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     return _finish(sch, warps=warps, vector=INT8_VECTOR)
 
 
+def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 128,
+                      stages: int = 4, raster: int = 1, overlap: bool = False,
+                      layout: str = "swizzle128") -> s_tir.Schedule:
+    """The int8 NC/32HW32 implicit GEMM on Hopper's warpgroup MMA (``wgmma ... .s32.s8.s8``): ``gemm_v8_wgmma`` on
+    the reindexed ``conv2d_int8`` (swizzle128: 128-byte rows of k, ``tile_k`` = 128; ``"interleaved"`` for 64
+    channels), its epilogue applied as the int32 tile leaves shared memory."""
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = block_tile[0] // 16
+    _require_epilogue(block_tile, warps, INT8_VECTOR)
+    gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster, layout=layout,
+                  overlap=overlap, block="conv")
+    return _finish(sch, warps=warps, vector=INT8_VECTOR)
+
+
 #: wmma fragment shapes on half inputs: rows (im) -> columns (in); k is 16. TVM registers only 16x16x16.
 WMMA_FRAGMENTS = {8: 32, 16: 16, 32: 8}
 

@@ -142,9 +142,15 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     pipeline of tiles stored in one of wgmma's shared-memory ``layout``s (``"swizzle128"`` needs ``tile_k`` = 64;
     ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C. ``overlap``: a k
     tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
-    group, not its own; the copies move after the math, into the buffer that finished group read)."""
+    group, not its own; the copies move after the math, into the buffer that finished group read).
+
+    int8 inputs (C[m, n] += A[m, k] * B[n, k], both K-major, int32 accumulators; ``wgmma ... .s32.s8.s8``) take the
+    same structure; a 128-byte swizzled row then holds 128 values of k (``tile_k`` = 128)."""
     blk, m, n, k = gemm_block(sch, block)
-    _require_float16(sch, blk, kernel="wgmma needs")
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype not in wgmma_intrin.CHUNK_ELEMS:
+        raise ValueError(f"wgmma needs float16 or int8 inputs, got a {dtype} workload")
+    elems = wgmma_intrin.CHUNK_ELEMS[dtype]  # per 16-byte copy
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     bm, bn = block_tile
     require_divides(m, bm, param="block_tile[0]", axis="m")
@@ -152,22 +158,24 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     require_divides(k, tile_k, param="tile_k", axis="k")
     require_multiple(bm, 64, param="block_tile[0]")  # whole warpgroups of 64 rows
     require_multiple(bn, 16, param="block_tile[1]")
-    if bn > wgmma_intrin.MAX_N:
-        raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma_intrin.MAX_N} columns")
-    require_multiple(tile_k, 16, param="tile_k")
+    max_n = wgmma_intrin.MAX_N_INT8 if dtype == "int8" else wgmma_intrin.MAX_N
+    if bn > max_n:
+        raise ValueError(f"block_tile[1]={bn}: one {dtype} wgmma covers at most N={max_n} columns")
+    require_multiple(tile_k, 2 * elems, param="tile_k")  # one wgmma k step: 32 bytes
     if layout not in wgmma_intrin.LAYOUTS:
         raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma_intrin.LAYOUTS))}")
-    if layout == "swizzle128" and tile_k != 64:
-        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds rows of 64 halves, so tile_k must be 64")
+    if layout == "swizzle128" and tile_k != 8 * elems:
+        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds 128-byte rows of {8 * elems} {dtype} values, "
+                         f"so tile_k must be {8 * elems}")
     require_positive_int(stages, param="stages")
     if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
         raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
     require_divides(m // bm, raster, param="raster", axis="the block rows")
     warps = bm // 16
     require_threads(warps * WARP, param="block_tile[0]")
-    require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
-    require_fetch(bn, tile_k, warps * WARP, 8, operand="B")
-    require_shared(stages * (bm + bn) * tile_k * 2, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    require_fetch(bm, tile_k, warps * WARP, elems, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, elems, operand="B")
+    require_shared(stages * (bm + bn) * tile_k * 16 // elems, block_tile=block_tile, tile_k=tile_k, stages=stages)
 
     i, j, kk = sch.get_loops(blk)
     i, i16 = sch.split(i, factors=[None, 16])
@@ -179,14 +187,15 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.reorder(by, bx, warp, ko)
     bind_blocks(sch, by, bx, raster)
     sch.bind(warp, "threadIdx.y")
-    for idx, place in enumerate((wgmma_intrin.a_layout, wgmma_intrin.b_layout)):
+    places = (wgmma_intrin.int8_layout,) * 2 if dtype == "int8" else (wgmma_intrin.a_layout, wgmma_intrin.b_layout)
+    for idx, place in enumerate(places):
         sh = sch.cache_read(tile, idx, "shared.dyn")
         sch.compute_at(sh, ko)
         sch.transform_layout(sh, ("write", 0), functools.partial(place, layout),
                              assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
         r, c = sch.get_loops(sh)[-2:]
         r, r8 = sch.split(r, factors=[None, 8])
-        c, c8 = sch.split(c, factors=[None, 8])
+        c, c8 = sch.split(c, factors=[None, elems])
         if layout == "interleaved":  # consecutive threads fill consecutive 16 B rows of a core matrix
             sch.reorder(r, c, r8, c8)
             threads = sch.fuse(r, c, r8)
@@ -205,7 +214,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma_intrin.register_of(r, c),
                          assume_injective_transform=True)
     names = wgmma_intrin.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0,
-                                      store_scope=c_scope)
+                                      store_scope=c_scope, dtype=dtype)
     sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])

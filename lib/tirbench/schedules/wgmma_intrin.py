@@ -27,16 +27,32 @@ from tvm.script import tirx as T
 
 #: wgmma N: a multiple of 8 up to 256; this layout stores C in 16-column tiles, so a multiple of 16 here.
 MAX_N = 256
+MAX_N_INT8 = 224  #: integer wgmma (.s32.s8.s8) stops at N = 224
 CORE_BYTES = 128  # one core matrix: 8 rows of 16 bytes
 LAYOUTS = ("interleaved", "swizzle128")
 _DESCRIPTOR_LAYOUT_TYPE = {"interleaved": 0, "swizzle128": 1}  # bits 62-63 of a matrix descriptor
 
 
-def a_layout(layout: str, r: tirx.PrimExpr, k: tirx.PrimExpr) -> tuple[tirx.PrimExpr, ...]:
-    """Where element (row r, k) of A lives in shared memory."""
+#: Elements per 16-byte row of a core matrix, by input dtype; and the accumulator dtype.
+CHUNK_ELEMS = {"float16": 8, "int8": 16}
+ACCUMULATOR = {"float16": "float32", "int8": "int32"}
+
+
+def _k_major(layout: str, r: tirx.PrimExpr, k: tirx.PrimExpr, e: int) -> tuple[tirx.PrimExpr, ...]:
+    """Where element (row r, k) of a K-major operand with ``e`` elements per 16 bytes lives in shared memory."""
     if layout == "interleaved":
-        return r // 8, k // 8, r % 8, k % 8
-    return k // 64, r, (((k % 64) // 8) ^ (r % 8)) % 8, k % 8  # "% 8": a bound TVM can see (XOR has none)
+        return r // 8, k // e, r % 8, k % e
+    return k // (8 * e), r, (((k % (8 * e)) // e) ^ (r % 8)) % 8, k % e  # "% 8": a bound TVM can see (XOR: none)
+
+
+def a_layout(layout: str, r: tirx.PrimExpr, k: tirx.PrimExpr) -> tuple[tirx.PrimExpr, ...]:
+    """Where element (row r, k) of a half A lives in shared memory."""
+    return _k_major(layout, r, k, CHUNK_ELEMS["float16"])
+
+
+def int8_layout(layout: str, r: tirx.PrimExpr, k: tirx.PrimExpr) -> tuple[tirx.PrimExpr, ...]:
+    """Where element (row r, k) of an int8 A, or of an int8 B stored [n, k] (row n), lives in shared memory."""
+    return _k_major(layout, r, k, CHUNK_ELEMS["int8"])
 
 
 def b_layout(layout: str, k: tirx.PrimExpr, n: tirx.PrimExpr) -> tuple[tirx.PrimExpr, ...]:
@@ -70,48 +86,70 @@ def element_of(lane: tirx.PrimExpr, reg: int) -> tuple[tirx.PrimExpr, int | tirx
     return lane // 4 + 8 * ((reg // 2) % 2), 8 * (reg // 4) + 2 * (lane % 4) + reg % 2
 
 
-def _accumulator(c: T.handle, nt: int) -> tirx.Buffer:
-    return T.match_buffer(c, (nt, 8), "float32", scope="local", offset_factor=1)
+def _accumulator(c: T.handle, nt: int, dtype: str = "float32") -> tirx.Buffer:
+    return T.match_buffer(c, (nt, 8), dtype, scope="local", offset_factor=1)
 
 
-def _operand(handle: T.handle, shape: tuple[int, ...]) -> tirx.Buffer:
-    return T.match_buffer(handle, shape, "float16", scope="shared.dyn", offset_factor=1)
+def _operand(handle: T.handle, shape: tuple[int, ...], dtype: str = "float16") -> tirx.Buffer:
+    return T.match_buffer(handle, shape, dtype, scope="shared.dyn", offset_factor=1)
 
 
 def _whole(buf: tirx.Buffer) -> tirx.BufferRegion:
     return buf[tuple(slice(0, int(extent)) for extent in buf.shape)]
 
 
-def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
-    """(desc, impl) of C[16, n] += A[16, tile_k] @ B[tile_k, n] for one warp, fp16 inputs, fp32 accumulators.
+def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
+                 dtype: str = "float16") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """(desc, impl) of C[16, n] += A[16, tile_k] @ B for one warp: fp16 inputs with B[tile_k, n] (N-major) and fp32
+    accumulators, or (``dtype="int8"``) int8 inputs with B[n, tile_k] (K-major: wgmma takes 8-bit operands only
+    K-major) and int32 accumulators. A k step is 32 bytes of k either way (k16 halves, k32 bytes).
 
     ``overlap_stages`` (> 1: the pipeline depth): leave this tile's wgmma group running (``wait_group 1``: the
     previous tile's group is done) and, first, wait for this tile's copies in a pipeline whose copies follow
     the math in the loop body (TVM's own wait assumes they precede it and allows one group too many).
     """
-    nt = n // 16
+    nt, e, int8 = n // 16, CHUNK_ELEMS[dtype], dtype == "int8"
+    k_step = 32 if int8 else 16  # elements of k per instruction: 32 bytes
     if layout == "interleaved":
-        a_shape, b_shape = (2, tile_k // 8, 8, 8), (tile_k // 8, n // 8, 8, 8)
-        a_lbo, a_sbo, a_step = CORE_BYTES, tile_k // 8 * CORE_BYTES, 128  # step: elements per 16 k
-        b_lbo, b_sbo, b_step = n // 8 * CORE_BYTES, CORE_BYTES, 16 * n
-    else:  # swizzle128, tile_k == 64: a k step moves 32 bytes along A's rows and 16 rows down B's panels
-        a_shape, b_shape = (1, 16, 8, 8), (n // 64, tile_k, 8, 8)
-        a_lbo, a_sbo, a_step = 16, 8 * CORE_BYTES, 16
-        b_lbo, b_sbo, b_step = tile_k * CORE_BYTES, 8 * CORE_BYTES, 16 * 64
+        a_shape = (2, tile_k // e, 8, e)
+        a_lbo, a_sbo, a_step = CORE_BYTES, tile_k // e * CORE_BYTES, 2 * 8 * e  # step: two core matrices of k
+        if int8:
+            b_shape, b_lbo, b_sbo, b_step = (n // 8, tile_k // e, 8, e), a_lbo, a_sbo, a_step
+        else:
+            b_shape = (tile_k // 8, n // 8, 8, 8)
+            b_lbo, b_sbo, b_step = n // 8 * CORE_BYTES, CORE_BYTES, 16 * n
+    else:  # swizzle128, tile_k = one 128-byte row: a k step moves 32 bytes along the rows
+        a_shape = (1, 16, 8, e)
+        a_lbo, a_sbo, a_step = 16, 8 * CORE_BYTES, k_step
+        if int8:
+            b_shape, b_lbo, b_sbo, b_step = (1, n, 8, e), a_lbo, a_sbo, a_step
+        else:  # 16 rows of k down B's 64-column panels
+            b_shape = (n // 64, tile_k, 8, 8)
+            b_lbo, b_sbo, b_step = tile_k * CORE_BYTES, 8 * CORE_BYTES, 16 * 64
     warp_rows = 16 * tile_k  # elements of A one warp owns
-    mma = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k16").f32.f16.f16
+    acc = ACCUMULATOR[dtype]
+    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k{k_step}")
+    mma = chain.s32.s8.s8 if int8 else chain.f32.f16.f16
+
+    a_at = int8_layout if int8 else a_layout
+
+    def b_at(vk, vj):
+        return int8_layout(layout, vj, vk) if int8 else b_layout(layout, vk, vj)
 
     def issue(A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer, kk: tirx.Var) -> tirx.PrimExpr:
-        """One m64n{n}k16 step kk, from the warpgroup's first row (this warp's rows - 16 x its place)."""
+        """One m64n{n} k step kk, from the warpgroup's first row (this warp's rows - 16 x its place)."""
         place = tirx.floormod(tirx.floordiv(A.elem_offset, warp_rows), 4)
         a_desc = _matrix_descriptor(A.access_ptr("r", offset=kk * a_step - place * warp_rows), a_lbo, a_sbo, layout)
         b_desc = _matrix_descriptor(B.access_ptr("r", offset=kk * b_step), b_lbo, b_sbo, layout)
+        if int8:  # integer wgmma: registers typed .u32 (the same bits), no scale or transpose immediates
+            bits = T.decl_buffer((nt, 8), "uint32", data=C.data, scope="local")
+            return mma(*[bits[t, r] for t in range(nt) for r in range(8)], a_desc, b_desc, True)
         regs = [C[t, r] for t in range(nt) for r in range(8)]
         return mma(*regs, a_desc, b_desc, True, 1, 1, 0, 1)
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A, B, C = _operand(a, a_shape), _operand(b, b_shape), _accumulator(c, nt)
+        A, B, C = _operand(a, a_shape, dtype), _operand(b, b_shape, dtype), _accumulator(c, nt, acc)
         with T.sblock("root"):
             T.reads(_whole(C), _whole(A), _whole(B))
             T.writes(_whole(C))
@@ -119,12 +157,12 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> t
                 with T.sblock("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     tile, reg = T.meta_var(register_of(vi, vj))
-                    C[tile, reg] = C[tile, reg] + T.Cast("float32", A[a_layout(layout, vi, vk)]) * T.Cast(
-                        "float32", B[b_layout(layout, vk, vj)])
+                    C[tile, reg] = C[tile, reg] + T.Cast(acc, A[a_at(layout, vi, vk)]) * T.Cast(
+                        acc, B[b_at(vk, vj)])
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A, B, C = _operand(a, a_shape), _operand(b, b_shape), _accumulator(c, nt)
+        A, B, C = _operand(a, a_shape, dtype), _operand(b, b_shape, dtype), _accumulator(c, nt, acc)
         with T.sblock("root"):
             T.reads(_whole(C), _whole(A), _whole(B))
             T.writes(_whole(C))
@@ -134,7 +172,7 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> t
                     T.cuda.cta_sync()
                 T.ptx.fence.proxy.async_.shared__cta()  # cp.async wrote the tiles; wgmma reads them (async proxy)
                 T.ptx.wgmma.fence.sync.aligned()
-                for kk in T.unroll(tile_k // 16):
+                for kk in T.unroll(tile_k // k_step):
                     T.evaluate(issue(A, B, C, kk))
                 T.ptx.wgmma.commit_group.sync.aligned()
                 T.ptx.wgmma.wait_group.sync.aligned(1 if overlap_stages > 1 else 0)
@@ -142,13 +180,14 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0) -> t
     return desc, impl
 
 
-def fill_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
-    """(desc, impl) of zeroing a warp's 16 x n accumulators (each lane its n / 2 registers)."""
+def fill_intrin(n: int, acc: str = "float32") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """(desc, impl) of zeroing a warp's 16 x n ``acc`` accumulators (each lane its n / 2 registers)."""
     nt = n // 16
+    zero = tirx.const(0, acc)
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle) -> None:
-        C = _accumulator(c, nt)
+        C = _accumulator(c, nt, acc)
         with T.sblock("root"):
             T.reads()
             T.writes(C[0:nt, 0:8])
@@ -156,30 +195,30 @@ def fill_intrin(n: int) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
                 with T.sblock("C_init"):
                     vi, vj = T.axis.remap("SS", [i, j])
                     tile, reg = T.meta_var(register_of(vi, vj))
-                    C[tile, reg] = T.float32(0)
+                    C[tile, reg] = zero
 
     @T.prim_func(s_tir=True)
     def impl(c: T.handle) -> None:
-        C = _accumulator(c, nt)
+        C = _accumulator(c, nt, acc)
         with T.sblock("root"):
             T.reads()
             T.writes(C[0:nt, 0:8])
             for _tx in T.thread_binding(0, 32, "threadIdx.x"):
                 for t, r in T.grid(nt, 8):
-                    C[t, r] = T.float32(0)
+                    C[t, r] = zero
 
     return desc, impl
 
 
-def store_intrin(n: int, scope: str = "global") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
-    """(desc, impl) of writing a warp's 16 x n accumulators to C in ``scope`` (global memory, or a shared tile
-    that an epilogue copies out), two adjacent columns per store."""
+def store_intrin(n: int, scope: str = "global", acc: str = "float32") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """(desc, impl) of writing a warp's 16 x n ``acc`` accumulators to C in ``scope`` (global memory, or a shared
+    tile that an epilogue copies out), two adjacent columns per store."""
     nt = n // 16
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle, d: T.handle) -> None:
-        C = _accumulator(c, nt)
-        D = T.match_buffer(d, (16, n), "float32", scope=scope, offset_factor=1)
+        C = _accumulator(c, nt, acc)
+        D = T.match_buffer(d, (16, n), acc, scope=scope, offset_factor=1)
         with T.sblock("root"):
             T.reads(C[0:nt, 0:8])
             T.writes(D[0:16, 0:n])
@@ -192,8 +231,8 @@ def store_intrin(n: int, scope: str = "global") -> tuple[tirx.PrimFunc, tirx.Pri
     @T.prim_func(s_tir=True)
     def impl(c: T.handle, d: T.handle) -> None:
         ld = T.int32()
-        C = _accumulator(c, nt)
-        D = T.match_buffer(d, (16, n), "float32", scope=scope, offset_factor=1, strides=[ld, 1])
+        C = _accumulator(c, nt, acc)
+        D = T.match_buffer(d, (16, n), acc, scope=scope, offset_factor=1, strides=[ld, 1])
         with T.sblock("root"):
             T.reads(C[0:nt, 0:8])
             T.writes(D[0:16, 0:n])
@@ -208,13 +247,15 @@ def store_intrin(n: int, scope: str = "global") -> tuple[tirx.PrimFunc, tirx.Pri
 
 
 def intrin_names(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
-                 store_scope: str = "global") -> dict[str, str]:
-    """Register (once) the wgmma, fill and store intrinsics for this N, K tile, layout, overlap and scope of C;
-    return their names."""
-    made = {"compute": (f"tirbench_wgmma_m64n{n}k{tile_k}_f16f16f32_{layout}_overlap{overlap_stages}",
-                        lambda: wgmma_intrin(n, tile_k, layout, overlap_stages)),
-            "init": (f"tirbench_wgmma_fill_n{n}_f32", lambda: fill_intrin(n)),
-            "store": (f"tirbench_wgmma_store_n{n}_f32_{store_scope}", lambda: store_intrin(n, store_scope))}
+                 store_scope: str = "global", dtype: str = "float16") -> dict[str, str]:
+    """Register (once) the wgmma, fill and store intrinsics for this N, K tile, layout, overlap, scope of C and input
+    dtype; return their names."""
+    acc = ACCUMULATOR[dtype]
+    types, a = ("s8s8s32", "s32") if dtype == "int8" else ("f16f16f32", "f32")
+    made = {"compute": (f"tirbench_wgmma_m64n{n}k{tile_k}_{types}_{layout}_overlap{overlap_stages}",
+                        lambda: wgmma_intrin(n, tile_k, layout, overlap_stages, dtype)),
+            "init": (f"tirbench_wgmma_fill_n{n}_{a}", lambda: fill_intrin(n, acc)),
+            "store": (f"tirbench_wgmma_store_n{n}_{a}_{store_scope}", lambda: store_intrin(n, store_scope, acc))}
     for name, make in made.values():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *make())
