@@ -166,6 +166,14 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
     out = fn(*tensors)
     torch.cuda.synchronize()
     check_output(workload, out.cpu().numpy().astype(workload.out_dtype), ref, what=f"{variant} ({provider})")
+    return Measurement(workload, variant, provider, time_torch(fn, tensors, repeats=repeats))
+
+
+def time_torch(fn: Callable[..., "object"], tensors: Sequence["object"], *, repeats: int) -> Timing:
+    """``fn(*tensors)`` timed with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each
+    (L2 flush), after 3 warm-up calls."""
+    import torch
+
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     for _ in range(3):
         fn(*tensors)
@@ -177,5 +185,4 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
         fn(*tensors)
         end.record()
     torch.cuda.synchronize()
-    seconds = [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
-    return Measurement(workload, variant, provider, Timing.from_seconds(seconds))
+    return Timing.from_seconds([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)])

@@ -314,3 +314,20 @@ TC_SWEEP: list[tuple[str, dict[str, Any]]] = [
     ("nhwc_mma", {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3}),
     ("nhwc_mma", {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4}),
 ]
+
+
+#: The int8 kernels by variant name (``conv2d_int8`` workloads).
+INT8_VARIANTS: dict[str, Callable[..., s_tir.Schedule]] = {"int8_wgmma": conv2d_int8_wgmma, "int8_mma": conv2d_int8_mma}
+
+#: Tile configurations notebook 06 sweeps per shape (one that does not divide a shape is skipped), from a probe on an
+#: H100 (docs/notes-int8.md): wgmma with 128-byte swizzled k tiles where the channels allow, the interleaved layout for
+#: 64 channels, mma.sync down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32).
+INT8_SWEEP: list[tuple[str, dict[str, Any]]] = [
+    ("int8_wgmma", {"block_tile": (256, 128), "tile_k": 128, "stages": 3, "overlap": True}),
+    ("int8_wgmma", {"block_tile": (128, 128), "tile_k": 128, "stages": 3, "overlap": True}),
+    ("int8_wgmma", {"block_tile": (128, 64), "tile_k": 128, "stages": 4}),
+    ("int8_wgmma", {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved"}),
+    ("int8_mma", {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 64, "stages": 4}),
+    ("int8_mma", {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4}),
+    ("int8_mma", {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4}),
+]
