@@ -26,6 +26,27 @@ def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -
         raise ValueError(f"{kernel} float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
 
 
+def _require_warp_tiles(mnk: tuple[int, int, int], block_tile: tuple[int, int], warp_tile: tuple[int, int],
+                        tile_k: int, stages: int, raster: int, *, k_step: int, vector: int) -> int:
+    """The one-line checks of a warp-tiled tensor-core GEMM (tiles divide the problem and each other, fragments of
+    16 rows/columns, ``tile_k`` whole k steps, the fetch even over the threads); returns the warps per block."""
+    (m, n, k), (bm, bn), (wm, wn) = mnk, block_tile, warp_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    for value, param, unit in ((wm, "warp_tile[0]", 16), (wn, "warp_tile[1]", 16), (tile_k, "tile_k", k_step)):
+        require_multiple(value, unit, param=param)
+    require_positive_int(stages, param="stages")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = (bm // wm) * (bn // wn)
+    require_threads(warps * WARP, param="block_tile/warp_tile")
+    require_fetch(bm, tile_k, warps * WARP, vector, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, vector, operand="B")
+    return warps
+
+
 def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
                  tile_k: int, stages: int, async_copy: bool, raster: int = 1,
                  prefetch: str = "none", block: str = "C") -> s_tir.Schedule:
@@ -40,22 +61,10 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     _require_float16(sch, blk, kernel="tensor cores need")
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     (bm, bn), (wm, wn) = block_tile, warp_tile
-    require_divides(m, bm, param="block_tile[0]", axis="m")
-    require_divides(n, bn, param="block_tile[1]", axis="n")
-    require_divides(k, tile_k, param="tile_k", axis="k")
-    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
-    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
-    for value, param in ((wm, "warp_tile[0]"), (wn, "warp_tile[1]"), (tile_k, "tile_k")):
-        require_multiple(value, 16, param=param)
-    require_positive_int(stages, param="stages")
+    warps = _require_warp_tiles((m, n, k), block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
     require_prefetch(prefetch, stages)
     if not mma and prefetch != "none":
         raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
-    require_divides(m // bm, raster, param="raster", axis="the block rows")
-    warps = (bm // wm) * (bn // wn)
-    require_threads(warps * WARP, param="block_tile/warp_tile")
-    require_fetch(bm, tile_k, warps * WARP, 8, operand="A")
-    require_fetch(bn, tile_k, warps * WARP, 8, operand="B")
     require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
                    block_tile=block_tile, tile_k=tile_k, stages=stages)
     from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
@@ -238,21 +247,9 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
         raise ValueError(f"the int8 mma kernel needs int8 inputs, got a {dtype} workload")
     c_scope = sch.get(blk).writes[0].source.scope()
     (bm, bn), (wm, wn) = block_tile, warp_tile
-    require_divides(m, bm, param="block_tile[0]", axis="m")
-    require_divides(n, bn, param="block_tile[1]", axis="n")
-    require_divides(k, tile_k, param="tile_k", axis="k")
-    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
-    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
-    require_multiple(wm, 16, param="warp_tile[0]")
-    require_multiple(wn, 16, param="warp_tile[1]")
-    require_multiple(tile_k, mma_int8_intrin.PANEL, param="tile_k")
-    require_positive_int(stages, param="stages")
-    require_divides(m // bm, raster, param="raster", axis="the block rows")
-    warps = (bm // wm) * (bn // wn)
-    require_threads(warps * WARP, param="block_tile/warp_tile")
     chunk = mma_int8_intrin.CHUNK
-    require_fetch(bm, tile_k, warps * WARP, chunk, operand="A")
-    require_fetch(bn, tile_k, warps * WARP, chunk, operand="B")
+    warps = _require_warp_tiles((m, n, k), block_tile, warp_tile, tile_k, stages, raster,
+                                k_step=mma_int8_intrin.PANEL, vector=chunk)
     require_shared(stages * (bm + bn) * tile_k, block_tile=block_tile, tile_k=tile_k, stages=stages)
     names = mma_int8_intrin.register()
     from tvm.s_tir.tensor_intrin import cuda as tc
