@@ -1,4 +1,5 @@
-# make run-all   execute every notebook (papermill), render HTML reports, regenerate plots and the README table
+# make run-all   execute every notebook (papermill; 00_overview last), render HTML reports and their index, regenerate
+#                plots and the README table; a failing notebook does not stop the others, make fails naming it
 # make test      run the test suite (CPU only)
 # make lab       open the notebooks in JupyterLab
 # Both create the environment on first use: .venv from requirements.txt (plus requirements-gpu.txt where
@@ -16,19 +17,14 @@ endif
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 QUICK ?= False
-# GPU run: executed notebooks and reports are results; CPU run: they go to build/cpu-run (recorded ones stay).
-OUT_DIR_PY := from tirbench.machine import has_cuda_gpu; print('results' if has_cuda_gpu() else 'build/cpu-run')
+# More papermill parameters, each given to the notebooks that declare it: PARAMS="-p repeats 20 -p seed 1"
+PARAMS ?=
 
 .PHONY: run-all test lab readme clean-cpu-run
+# GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 run-all: $(SETUP)
-	@out=$$($(PY) -c "$(OUT_DIR_PY)"); mkdir -p "$$out/executed" "$$out/reports"; \
-	for nb in $(NOTEBOOKS); do \
-	  stem=$$(basename "$$nb" .ipynb); echo "== $$stem -> $$out/executed/$$stem.ipynb"; \
-	  $(PY) -m papermill "$$nb" "$$out/executed/.$$stem.tmp.ipynb" --cwd notebooks -k python3 -p quick $(QUICK); \
-	  mv "$$out/executed/.$$stem.tmp.ipynb" "$$out/executed/$$stem.ipynb"; \
-	  $(PY) -m jupyter nbconvert --to html --log-level WARN "$$out/executed/$$stem.ipynb" --output-dir "$$out/reports"; \
-	done
-	$(MAKE) --no-print-directory readme
+	@status=0; $(PY) -m tirbench.run_all -p quick $(QUICK) $(PARAMS) $(NOTEBOOKS) || status=$$?; \
+	$(MAKE) --no-print-directory readme; exit $$status
 
 readme: $(SETUP)
 	$(PY) -m tirbench.report README.md

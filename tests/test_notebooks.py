@@ -1,18 +1,51 @@
-"""Every numbered notebook executes end to end in quick mode (papermill, no result files written)."""
+"""Every numbered notebook (the 00 overview included) executes end to end in quick mode (papermill). Without a GPU
+they run as ``make run-all`` runs them there, figures saved, from a scratch root whose ``results/`` is the
+checkout's: the recorded rows and databases are read, nothing under ``results/`` is written."""
+import hashlib
 from pathlib import Path
 
 import papermill as pm
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from tirbench.machine import has_cuda_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "logs" not in p.relative_to(folder).parts}
+
+
+@pytest.fixture(scope="module")
+def results_before() -> dict[str, str]:
+    return snapshot(ROOT / "results")
+
+
+@pytest.fixture(scope="module")
+def scratch_root(tmp_path_factory) -> Path:
+    """``notebooks/`` and ``results/`` linked from the checkout, ``build/`` (where a CPU run writes) scratch."""
+    root = tmp_path_factory.mktemp("root")
+    for name in ("notebooks", "results"):
+        (root / name).symlink_to(ROOT / name)
+    (root / "pyproject.toml").write_text("")
+    return root
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_in_quick_mode(nb, tmp_path):
+def test_notebook_runs_in_quick_mode(nb, tmp_path, scratch_root, results_before, monkeypatch):
+    monkeypatch.setenv("TIRBENCH_ROOT", str(scratch_root))   # read by the notebook's kernel
     out = tmp_path / nb.name
-    pm.execute_notebook(str(nb), str(out), parameters={"quick": True, "save": False}, cwd=str(nb.parent),
-                        kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(str(nb), str(out), parameters={"quick": True, "save": not has_cuda_gpu()},
+                        cwd=str(nb.parent), kernel_name="python3", progress_bar=False)
     assert out.exists()
+
+
+@pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU behaviour")
+def test_no_gpu_run_wrote_nothing_under_results(results_before):
+    """Runs after the notebooks above (the snapshot was taken before the first of them)."""
+    assert snapshot(ROOT / "results") == results_before
 
 
 def test_notebooks_are_stored_without_outputs():

@@ -1,10 +1,11 @@
-"""The results CSV: exact schema, atomic appends, verified rows only, latest run selection."""
+"""The results CSV: exact schema, atomic appends, verified rows only, latest run selection, and a file that is not
+whole (cut-off last line, other columns) refused with one line naming it."""
 import os
 
 import pytest
 
-from tirbench import results
-from tirbench.results import COLUMNS, append_rows, latest_run, read_results
+from tirbench import atomic, report
+from tirbench.results import COLUMNS, ResultsFileError, append_rows, latest_run, read_results
 
 REQUIRED = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
             "variant", "provider", "trials", "median_ms", "p20_ms", "p80_ms", "gflops", "gbps", "verified"]
@@ -41,7 +42,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(results.os, "replace", boom)
+    monkeypatch.setattr(atomic.os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
         append_rows(path, [row("r2")])
     assert path.read_bytes() == before
@@ -62,6 +63,41 @@ def test_invalid_rows_are_refused_and_nothing_is_written(tmp_path, bad, message)
 def test_foreign_csv_is_not_rewritten(tmp_path):
     path = tmp_path / "results.csv"
     path.write_text("a,b\n1,2\n")
-    with pytest.raises(ValueError, match="other columns"):
+    with pytest.raises(ValueError, match="columns differ"):
         append_rows(path, [row()])
     assert path.read_text() == "a,b\n1,2\n"
+
+
+def whole_csv(tmp_path):
+    path = tmp_path / "03_gemm" / "results.csv"
+    append_rows(path, [row(), row(variant="v2"), row(variant="v3")])
+    return path
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[:-20], "the last line has no newline"),                     # a write cut short
+    (lambda text: text[:-20] + "\n", r"line 4 has \d+ fields, expected 20"),         # cut, then a newline
+    (lambda text: text.replace("compute_capability", "compute_capability,extra", 1).replace("9.0\n", "9.0,x\n"),
+     "unknown: extra"),                                                             # a column we do not know
+    (lambda text: text.replace(",compute_capability", "", 1), "missing: compute_capability"),
+])
+def test_csv_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path, damage, message):
+    path = whole_csv(tmp_path)
+    path.write_text(damage(path.read_text()))
+    before = path.read_bytes()
+    for action in (lambda: read_results(path), lambda: append_rows(path, [row("r2")])):
+        with pytest.raises(ResultsFileError, match=message) as err:
+            action()
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
+        assert err.value._render_traceback_() == [f"ResultsFileError: {err.value}"]   # one line in a notebook
+    assert path.read_bytes() == before
+
+
+def test_readme_command_refuses_a_broken_csv_with_one_line(tmp_path, capsys):
+    path = whole_csv(tmp_path / "results")
+    path.write_text(path.read_text()[:-5])
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{report.START}\n{report.END}\n")
+    assert report.main(["report", str(readme)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and readme.read_text() == f"{report.START}\n{report.END}\n"

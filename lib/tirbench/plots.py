@@ -1,13 +1,26 @@
 """One plotting helper for every notebook: a line (or bar) per provider/variant, the vendor baseline, the peak."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from tirbench.atomic import write_atomic
+
 #: Providers drawn as the reference (dashed black line / dark bar).
 VENDORS = ("cublas", "cudnn", "torch")
+
+
+def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
+    """Save ``fig`` as a PNG at ``path`` atomically (a failed or killed run leaves the previous plot whole); nothing
+    when ``path`` is None (``Session.figure_path`` with ``save`` off)."""
+    if path is None:
+        return
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    write_atomic(path, buf.getvalue())
 
 
 def series_name(provider: str, variant: str) -> str:
@@ -55,6 +68,5 @@ def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str
     ax.legend(fontsize=8, loc="best")
     fig.text(0.01, 0.005, caption, fontsize=8, color="0.3")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     return fig

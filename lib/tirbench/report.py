@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tirbench.errors import OneLineError
 from tirbench.results import latest_run, read_results
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -150,7 +151,11 @@ def update_readme(readme: Path, root: Path) -> bool:
 
 def main(argv: list[str]) -> int:
     readme = Path(argv[1] if len(argv) > 1 else "README.md").resolve()
-    changed = update_readme(readme, readme.parent)
+    try:
+        changed = update_readme(readme, readme.parent)
+    except OneLineError as err:  # a results CSV that is not whole
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        return 1
     print(f"{readme.name}: results table {'updated' if changed else 'unchanged'}")
     return 0
 

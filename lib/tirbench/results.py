@@ -1,14 +1,15 @@
-"""The results CSV: its columns, an atomic appender, and readers for the latest run."""
+"""The results CSV: its columns, an atomic appender, and strict readers for the latest run."""
 from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
+
+from tirbench.atomic import write_atomic
+from tirbench.errors import OneLineError
 
 #: Column order of every results/<notebook>/results.csv (the first 18 are the published schema).
 COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
@@ -17,6 +18,30 @@ COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "w
 
 #: ``provider`` values a row may carry.
 PROVIDERS = ("tvm", "metaschedule", "cublas", "cudnn", "torch")
+
+
+class ResultsFileError(OneLineError):
+    """A results CSV that is not whole: other columns than ``COLUMNS``, or a line cut short (a crash mid-write of
+    a writer other than ``append_rows``, a bad merge). Reading it would silently drop or blank rows."""
+
+
+def check_csv(path: Path, text: str) -> None:
+    """ResultsFileError naming ``path`` unless ``text`` is a header of exactly ``COLUMNS`` and rows of as many
+    fields, each ending with a newline."""
+    if not text:
+        return
+    lines = list(csv.reader(io.StringIO(text)))
+    if lines[0] != COLUMNS:
+        extra = [c for c in lines[0] if c not in COLUMNS]
+        missing = [c for c in COLUMNS if c not in lines[0]]
+        raise ResultsFileError(f"{path}: columns differ from the schema (unknown: {', '.join(extra) or '-'}; "
+                               f"missing: {', '.join(missing) or '-'}): move it aside, no row of it is read")
+    if not text.endswith("\n"):
+        raise ResultsFileError(f"{path}: the last line has no newline (a write cut short): repair or move it aside")
+    for number, fields in enumerate(lines[1:], start=2):
+        if len(fields) != len(COLUMNS):
+            raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(COLUMNS)}: "
+                                   f"repair or move it aside")
 
 
 def validate_row(row: Mapping[str, object]) -> None:
@@ -41,35 +66,26 @@ def append_rows(path: Path, rows: Iterable[Mapping[str, object]]) -> int:
     if not rows:
         return 0
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
-    if old and old.splitlines()[0].split(",") != COLUMNS:
-        raise ValueError(f"{path} has other columns than {COLUMNS}: move it aside, it is not ours to rewrite")
+    check_csv(path, old)  # never append to a file that is not whole
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     if not old:
         writer.writeheader()
     writer.writerows({c: row[c] for c in COLUMNS} for row in rows)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be read by everyone
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(old + buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, (old + buf.getvalue()).encode())
     return len(rows)
 
 
 def read_results(path: Path) -> pd.DataFrame:
-    """All rows of a results CSV (empty frame with the schema if there is none)."""
+    """All rows of a results CSV (empty frame with the schema if there is none); ResultsFileError for a file that
+    is not whole (``check_csv``)."""
     path = Path(path)
-    if not path.exists():
+    text = path.read_text() if path.exists() else ""
+    check_csv(path, text)
+    if not text:
         return pd.DataFrame(columns=COLUMNS)
-    return pd.read_csv(path, dtype={"shape": str, "run_id": str})
+    return pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str})
 
 
 def latest_run(df: pd.DataFrame) -> pd.DataFrame:

@@ -29,6 +29,12 @@ def project_root(start: Path | None = None) -> Path:
     raise RuntimeError(f"cannot find the project root above {here}: set TIRBENCH_ROOT to the checkout")
 
 
+def output_dir(root: Path) -> Path:
+    """Where a run writes executed notebooks, reports and figures: ``results/`` on a CUDA GPU run, ``build/cpu-run/``
+    without a GPU (so that a CPU run never writes under ``results/``)."""
+    return root / "results" if has_cuda_gpu() else root / "build" / "cpu-run"
+
+
 class Session:
     """The state of one notebook run (see the module docstring)."""
 
@@ -55,7 +61,7 @@ class Session:
         """Where to save a figure: beside the CSV on a GPU run, under build/cpu-run/ without a GPU."""
         if not self.save:
             return None
-        base = self.results_csv.parent if self.gpu else self.root / "build" / "cpu-run" / self.notebook
+        base = output_dir(self.root) / self.notebook
         base.mkdir(parents=True, exist_ok=True)
         return base / name
 

@@ -1,7 +1,10 @@
 """MetaSchedule wrappers: tune in resumable chunks into a JSON database, replay the best, read the history.
 
 The database lives in a work directory under ``results/tuning/``; tuning adds records to it, so a run that
-already has ``trials`` records replays the best schedule without tuning, and a run cut short resumes.
+already has ``trials`` records replays the best schedule without tuning, and a run cut short resumes: a run killed
+while MetaSchedule was writing a record leaves a cut-off last line, which is dropped (``repair_database``) so that
+the database opens with every complete record kept. Each chunk prints trials done, trials per minute and the best
+rate so far (and moves a tqdm bar), and appends its wall time to ``tuning_chunks.csv`` beside the database.
 
     python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
     python -m tirbench.tuning conv2d 1 512 7 7 512 3 3 1 1 --layout NCHW --space template --trials 64
@@ -16,6 +19,7 @@ with the input channels split across blocks), each in its own database.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import functools
 import json
 import time
@@ -28,7 +32,9 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench import lowering
+from tirbench.atomic import write_atomic
 from tirbench.machine import cuda_target, require_cuda_gpu
+from tirbench.progress import BestBar
 # V5_SPACE_VARIANTS and v5_space live in the registry; importable from here as before (tests, notebooks)
 from tirbench.spaces import SPACES, V5_SPACE_VARIANTS, get_space, uses_tensor_cores, v5_space  # noqa: F401
 from tirbench.workloads.base import Workload
@@ -70,24 +76,90 @@ def space_target(space: str, target: tvm.target.Target | None = None) -> tvm.tar
     return get_space(space).target(target)
 
 
+#: The files of a MetaSchedule JSON database; MetaSchedule appends one JSON line per workload / measured trial.
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+#: Per tuning chunk: when it finished, the records after it, how many it added, its wall seconds.
+CHUNK_LOG = "tuning_chunks.csv"
+
+
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:
-    """The JSON database in ``work_dir`` (made if missing). A tensor-core database (``work_dir_for`` names it
-    ``float16_...`` / ``int8_...``) has records that name tensor intrinsics, which must be registered to read it."""
+    """The JSON database in ``work_dir`` (made if missing; a cut-off last record dropped first, see
+    ``repair_database``). A tensor-core database (``work_dir_for`` names it ``float16_...`` / ``int8_...``) has
+    records that name tensor intrinsics, which must be registered to read it."""
     if work_dir.name.startswith(("float16_", "int8_")):
         import_tensor_intrin()
     work_dir.mkdir(parents=True, exist_ok=True)
+    repair_database(work_dir)
     return ms.database.JSONDatabase(work_dir=str(work_dir))
 
 
+def _json_lines(path: Path) -> list[str]:
+    """The complete JSON lines of a database file, in order. A last line that does not parse is a write cut short
+    (a killed run) and is left out; a bad line before it is a one-line RuntimeError (the file is damaged)."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                return lines[:-1]
+            raise RuntimeError(f"{path}: line {i + 1} of {len(lines)} is not JSON: the database is damaged, not "
+                               "just cut short; move it aside") from None
+    return lines
+
+
+def repair_database(work_dir: Path) -> int:
+    """Rewrite (atomically) a database file whose last line was cut short by a killed run, keeping every complete
+    line: MetaSchedule cannot read such a file and would append its next record to the broken line. Returns the
+    number of lines dropped; a whole database is not touched."""
+    dropped = 0
+    for name in DATABASE_FILES:
+        path = work_dir / name
+        if not path.exists():
+            continue
+        text = path.read_text()
+        lines = _json_lines(path)
+        whole = "".join(f"{line}\n" for line in lines)
+        if text != whole:
+            dropped += len([line for line in text.splitlines() if line.strip()]) - len(lines)
+            write_atomic(path, whole.encode())
+            print(f"[tuning] {path}: dropped a cut-off last line (a run killed while writing); kept {len(lines)}")
+    return dropped
+
+
 def _record_lines(work_dir: Path) -> list[str]:
-    """The database's tuning records, one JSON line each, in the order they were measured."""
-    path = work_dir / "database_tuning_record.json"
-    return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """The database's complete tuning records, one JSON line each, in the order they were measured."""
+    return _json_lines(work_dir / "database_tuning_record.json")
 
 
 def trials_done(work_dir: Path) -> int:
-    """Tuning records already in the database (0 when there is none)."""
+    """Complete tuning records in the database (0 when there is none)."""
     return len(_record_lines(work_dir))
+
+
+def tuning_chunks(work_dir: Path) -> pd.DataFrame:
+    """The chunk log ``tune`` keeps beside the database: per chunk, ``trials`` (records after it), ``new_trials``
+    and ``wall_s``, plus ``s_per_trial``; empty for a database tuned before the log existed."""
+    path = work_dir / CHUNK_LOG
+    rows = path.read_text().splitlines(keepends=True)[1:] if path.exists() else []
+    rows = [r.rstrip("\n").split(",") for r in rows if r.endswith("\n")]  # a line cut short by a kill is left out
+    df = pd.DataFrame(rows, columns=["finished", "trials", "new_trials", "wall_s"])
+    df = df.astype({"trials": int, "new_trials": int, "wall_s": float})
+    df["s_per_trial"] = df["wall_s"] / df["new_trials"].clip(lower=1)
+    return df
+
+
+def _log_chunk(work_dir: Path, trials: int, new_trials: int, wall_s: float) -> None:
+    path = work_dir / CHUNK_LOG
+    head = "" if path.exists() else "finished,trials,new_trials,wall_s\n"
+    with path.open("a") as f:
+        f.write(f"{head}{dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')},{trials},{new_trials},"
+                f"{wall_s:.1f}\n")
+
+
+def _best_tflops(work_dir: Path, flops: int) -> float | None:
+    best = tuning_history(work_dir, flops)["best_gflops"]
+    return float(best.iloc[-1]) / 1e3 if len(best) else None
 
 
 def make_builder(wl: Workload, space: str = "default") -> ms.builder.LocalBuilder:
@@ -116,12 +188,19 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
     target = spec.target(target)
     deadline = None if seconds is None else time.monotonic() + seconds
     per_trial = None
-    while (left := trials - trials_done(work_dir)) > 0:
+    bar = None
+    while (left := trials - (done := trials_done(work_dir))) > 0:
         require_cuda_gpu()
         n = min(chunk, left)
         if deadline is not None and per_trial is not None and time.monotonic() + per_trial * n > deadline:
-            print(f"[tuning] stopping with {trials_done(work_dir)}/{trials} trials: the time is nearly up")
+            print(f"[tuning] stopping with {done}/{trials} trials: the time is nearly up")
             break
+        if bar is None:
+            repair_database(work_dir)  # a run killed mid-write: MetaSchedule appends after its last whole record
+            bar = BestBar(desc=f"tuning {wl.name} {wl.dtype} {wl.shape} ({space})", unit="TFLOP/s", total=trials,
+                          initial=done, step="trial")
+            if (best := _best_tflops(work_dir, wl.flops)) is not None:
+                bar.offer(best)
         t0 = time.monotonic()
         if uses_tensor_cores(wl):
             import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
@@ -129,9 +208,22 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         runner = runner or ms.runner.LocalRunner(timeout_sec=60)
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
                     num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0, builder=builder, runner=runner)
-        per_trial = (time.monotonic() - t0) / n
-        print(f"[tuning] {wl.name} {wl.dtype} {wl.shape}: {trials_done(work_dir)}/{trials} trials "
-              f"({per_trial:.1f} s/trial)")
+        wall = time.monotonic() - t0
+        new = trials_done(work_dir) - done
+        per_trial = wall / max(new, 1)
+        _log_chunk(work_dir, done + new, new, wall)
+        best = _best_tflops(work_dir, wl.flops)
+        bar.update(new)
+        if best is not None:
+            bar.offer(best)
+        bar.write(f"[tuning] {wl.name} {wl.dtype} {wl.shape} ({space}): {done + new}/{trials} trials, "
+                  f"{60 * new / wall:.1f} trials/min, best so far "
+                  f"{'-' if best is None else f'{best:,.2f} TFLOP/s'}")
+        if new == 0:  # every candidate failed to build or run: another chunk would loop forever
+            bar.write(f"[tuning] stopping: the chunk recorded no trial (see {work_dir / 'logs'})")
+            break
+    if bar is not None:
+        bar.close()
     return open_database(work_dir)
 
 

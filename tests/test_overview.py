@@ -1,0 +1,110 @@
+"""The overview (notebook 00) and the report index, from recorded rows: latest run per GPU, GPUs never mixed in a
+ratio, rates and % of peak on the roofline, every tuning database read, relative links that resolve."""
+import re
+from pathlib import Path
+
+import pytest
+
+from tirbench import overview
+from tirbench.index import index_html, main_plot, write_index
+from tirbench.machine import PEAKS
+from tirbench.results import append_rows
+from tirbench.tuning import trials_done, work_dir_for
+from test_results import row
+
+ROOT = Path(__file__).resolve().parents[1]
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+def gemm_row(run_id, day, gpu, variant, provider, gflops, dtype="float32"):
+    return row(run_id=run_id, timestamp=f"2026-11-{day}T00:00:00+00:00", gpu=gpu, notebook="03_gemm", workload="gemm",
+               shape="4096x4096x4096", dtype=dtype, variant=variant, provider=provider, gflops=gflops,
+               gbps=gflops / 680.0)
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    append_rows(tmp_path / "results" / "03_gemm" / "results.csv", [
+        gemm_row("old", 20, H100, "v5", "tvm", 40000.0), gemm_row("old", 20, H100, "cublas_float32", "cublas", 40000.0),
+        gemm_row("new", 22, H100, "v5", "tvm", 45000.0), gemm_row("new", 22, H100, "v4", "tvm", 30000.0),
+        gemm_row("new", 22, H100, "metaschedule_float32", "metaschedule", 30000.0),
+        gemm_row("new", 22, H100, "cublas_float32", "cublas", 50000.0),
+        gemm_row("h200", 21, H200, "v5", "tvm", 48000.0), gemm_row("h200", 21, H200, "cublas_float32", "cublas", 60000.0)])
+    append_rows(tmp_path / "results" / "01_vector_add" / "results.csv", [
+        row(variant="v2_float4", gbps=4200.0, gflops=350.0), row(variant="a+b", provider="torch", gbps=4000.0,
+                                                                 gflops=333.3)])
+    return tmp_path
+
+
+def test_summary_takes_the_latest_run_per_gpu_and_never_mixes_gpus(root):
+    s = overview.summary(overview.load_results(root)).set_index(["gpu", "workload"])
+    h100, h200 = s.loc[(H100, "gemm")], s.loc[(H200, "gemm")]
+    assert (h100["hand"], h100["hand_rate"], h100["vendor_rate"]) == ("v5", 45000.0, 50000.0)   # run "new" only
+    assert h100["hand / vendor"] == pytest.approx(0.9) and h100["MS / vendor"] == pytest.approx(0.6)
+    assert h200["hand / vendor"] == pytest.approx(0.8) and h200["date"] == "2026-11-21"
+    assert h100["unit"] == "GFLOP/s" and h100["intensity"] == pytest.approx(680.0)
+    assert h100["best TVM % of peak"] == pytest.approx(100 * 45000 / (PEAKS["H100"].fp32_tflops * 1e3))
+    va = s.loc[(H200, "vector_add")]
+    assert va["unit"] == "GB/s" and va["hand / vendor"] == pytest.approx(1.05)
+    assert va["best TVM % of peak"] == pytest.approx(100 * 4200 / (PEAKS["H200"].hbm_tbps * 1e3))
+    assert list(overview.summary_table(s.reset_index()).columns)[:5] == ["notebook", "workload", "shape", "dtype",
+                                                                         "unit"]
+
+
+def test_roofline_has_the_roofs_and_a_marker_per_kernel(root):
+    s = overview.summary(overview.load_results(root))
+    fig = overview.roofline(s, H100, caption="test")
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[0] == "HBM 3.35 TB/s" and [lbl.split()[0] for lbl in labels[1:]] == ["FP32", "FP16", "INT8"]
+    assert sum(len(c.get_offsets()) for c in ax.collections) == 3   # hand, MetaSchedule, cuBLAS
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+
+
+def test_every_recorded_database_is_read_with_the_workload_it_was_tuned_for():
+    dbs, unread = overview.tuning_databases(ROOT)
+    assert not unread and len(dbs) == len(list((ROOT / "results" / "tuning").glob("*/*/database_tuning_record.json")))
+    for db in dbs:
+        assert work_dir_for(ROOT, db.workload, db.space) == db.work_dir   # the name read back
+    table = overview.tuning_table(dbs)
+    assert list(table["trials"]) == [trials_done(db.work_dir) for db in dbs] and (table["best TFLOP/s"] > 0).all()
+    fig = overview.tuning_figure([db for db in dbs if db.workload.name == "gemm"], "gemm")
+    assert len(fig.axes[0].get_lines()) == len([db for db in dbs if db.workload.name == "gemm"])
+
+
+def test_database_names_that_are_not_ours_are_listed_not_guessed(tmp_path):
+    for name in ("gemm/float32_64x64", "conv2d/float32_1x8x8x8x8x3x3x1x1", "fft/float32_1024"):
+        (tmp_path / "results" / "tuning" / name).mkdir(parents=True)
+        (tmp_path / "results" / "tuning" / name / "database_tuning_record.json").write_text("")
+    dbs, unread = overview.tuning_databases(tmp_path)
+    assert not dbs and len(unread) == 3
+
+
+def test_index_links_only_what_exists(root, tmp_path):
+    (root / "notebooks" / "00_overview.ipynb").write_text("{}")
+    (root / "notebooks" / "01_vector_add.ipynb").write_text("{}")
+    (root / "notebooks" / "03_gemm.ipynb").write_text("{}")
+    out = tmp_path / "out"
+    (out / "reports").mkdir(parents=True)
+    (out / "reports" / "01_vector_add.html").write_text("<html></html>")
+    (out / "01_vector_add").mkdir()
+    for name in ("a_first.png", "vector_add_bandwidth.png"):
+        (out / "01_vector_add" / name).write_bytes(b"png")
+    assert main_plot(out, "01_vector_add").name == "vector_add_bandwidth.png"   # the main plot, not the first
+    page = write_index(out, root).read_text()
+    targets = re.findall(r'(?:href|src)="([^"]+)"', page)
+    assert sorted(set(targets)) == ["../01_vector_add/vector_add_bandwidth.png", "01_vector_add.html"]
+    assert all((out / "reports" / t).resolve().exists() for t in targets)
+    assert page.count("no report (not run, or it failed)") == 2 and page.count("<tr><td>") == 3
+    assert "v2_float4 4,200 GB/s = 1.05x a+b, 88% of peak (NVIDIA H200, 2026-11-21)" in page
+    assert "gemm 4096x4096x4096 float32: v5 45,000 GFLOP/s = 0.90x cublas_float32" in page
+    assert "2 notebooks, 3 workload shapes" in index_html(out, root)
+
+
+def test_nothing_recorded_yet_is_said_not_an_error(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "01_vector_add.ipynb").write_text("{}")
+    assert overview.summary(overview.load_results(tmp_path)).empty
+    assert "no GPU results recorded yet" in index_html(tmp_path / "out", tmp_path)
