@@ -17,7 +17,7 @@ COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "w
            "repeats", "compute_capability"]
 
 #: ``provider`` values a row may carry.
-PROVIDERS = ("tvm", "metaschedule", "cublas", "cudnn", "torch")
+PROVIDERS = ("tvm", "metaschedule", "cublas", "cublaslt", "cudnn", "torch")
 
 
 class ResultsFileError(OneLineError):
@@ -25,22 +25,22 @@ class ResultsFileError(OneLineError):
     a writer other than ``append_rows``, a bad merge). Reading it would silently drop or blank rows."""
 
 
-def check_csv(path: Path, text: str) -> None:
-    """ResultsFileError naming ``path`` unless ``text`` is a header of exactly ``COLUMNS`` and rows of as many
+def check_csv(path: Path, text: str, columns: list[str] = COLUMNS) -> None:
+    """ResultsFileError naming ``path`` unless ``text`` is a header of exactly ``columns`` and rows of as many
     fields, each ending with a newline."""
     if not text:
         return
     lines = list(csv.reader(io.StringIO(text)))
-    if lines[0] != COLUMNS:
-        extra = [c for c in lines[0] if c not in COLUMNS]
-        missing = [c for c in COLUMNS if c not in lines[0]]
+    if lines[0] != columns:
+        extra = [c for c in lines[0] if c not in columns]
+        missing = [c for c in columns if c not in lines[0]]
         raise ResultsFileError(f"{path}: columns differ from the schema (unknown: {', '.join(extra) or '-'}; "
                                f"missing: {', '.join(missing) or '-'}): move it aside, no row of it is read")
     if not text.endswith("\n"):
         raise ResultsFileError(f"{path}: the last line has no newline (a write cut short): repair or move it aside")
     for number, fields in enumerate(lines[1:], start=2):
-        if len(fields) != len(COLUMNS):
-            raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(COLUMNS)}: "
+        if len(fields) != len(columns):
+            raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(columns)}: "
                                    f"repair or move it aside")
 
 

@@ -102,10 +102,62 @@ def _finish(sch: s_tir.Schedule, *, warps: int, vector: int = VECTOR) -> s_tir.S
     return sch
 
 
+def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
+    """``_finish`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation) per thread on
+    ``INT8_VECTOR`` channels of one pixel, its memory traffic in registers: C's int32 values and the bias and scale
+    come in 16-byte loads, the residual's and Y's 16 bytes in one load and one store; only the arithmetic is scalar
+    (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and stores included)."""
+    _inline_im2col(sch)
+    out = sch.get_sblock("Yacc_reindex")
+    sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
+    m, n = sch.get_loops(out)[1:]
+    per_row = int(sch.get(n).extent) // INT8_VECTOR
+    mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])
+    nt, vec = sch.split(n, factors=[None, INT8_VECTOR])
+    sch.reorder(mo, mt, nt, vec)
+    ty, tx = sch.split(sch.fuse(mt, nt), factors=[warps, WARP])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    for idx in range(len(sch.get(out).reads)):  # C (shared), bias, scale, residual -> registers
+        reg = sch.cache_read(out, idx, "local")
+        sch.compute_at(reg, tx)
+        _pixel_registers(sch, reg, "write")
+        lanes = 128 // sch.get(reg).writes[0].source.dtype.bits  # values per 16-byte load
+        sch.vectorize(sch.split(sch.get_loops(reg)[-1], factors=[None, lanes])[1])
+    store = sch.cache_write(out, 0, "local")
+    sch.reverse_compute_at(store, tx)
+    _pixel_registers(sch, out, "write")  # after the copy out is placed: its region comes from Y's layout
+    sch.vectorize(sch.get_loops(store)[-1])
+    sch.unroll(vec)
+    return sch
+
+
+def _pixel_registers(sch: s_tir.Schedule, block: s_tir.SBlockRV, side: str) -> None:
+    """Index a thread's register copy of an NC/32HW32 tensor (one pixel, ``INT8_VECTOR`` channels) by channel alone.
+
+    TVM cannot always shrink such a copy to the thread's values by itself (the pixel's (n, y, x) comes from GEMM_M
+    through divisions; at 56x56 it kept the whole tensor per thread), so the copy is given the layout
+    channel % INT8_VECTOR. That map is not injective over the tensor, which TVM cannot check; it is per thread, where
+    one pixel and ``INT8_VECTOR`` aligned channels are live at a time."""
+    buf = (sch.get(block).writes if side == "write" else sch.get(block).reads)[0].source
+    if len(buf.shape) == 5:
+        sch.transform_layout(block, (side, 0), lambda b, g, y, x, lane: (lane % INT8_VECTOR,),
+                             assume_injective_transform=True)
+
+
 def _require_epilogue(block_tile: tuple[int, int], warps: int, vector: int = VECTOR) -> None:
     if block_tile[0] * block_tile[1] % (warps * WARP * vector):
         raise ValueError(f"block_tile={block_tile}: the epilogue gives each of {warps * WARP} threads the same "
                          f"number of {vector}-value rows, so bm * bn must be a multiple of {warps * WARP * vector}")
+
+
+def _require_int8_epilogue(block_tile: tuple[int, int], warps: int) -> None:
+    bm, bn = block_tile
+    per_row = bn // INT8_VECTOR  # threads that share one output pixel
+    if bn % INT8_VECTOR or (warps * WARP) % per_row or bm % (warps * WARP // per_row):
+        raise ValueError(f"block_tile={block_tile}: the int8 epilogue gives each of {warps * WARP} threads "
+                         f"{INT8_VECTOR} channels of one pixel, so bn must be a multiple of {INT8_VECTOR}, "
+                         f"bn / {INT8_VECTOR} must divide {warps * WARP} and bm a multiple of the rows one pass covers")
 
 
 def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), stages: int = 4,
@@ -132,8 +184,9 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     return _finish(sch, warps=warps)
 
 
-#: int8 outputs per epilogue step: four int32 accumulators (one 16-byte shared-memory load) -> four int8 bytes.
-INT8_VECTOR = 4
+#: int8 channels per thread in the epilogue: 16 int32 accumulators (four 16-byte shared-memory loads) -> one
+#: 16-byte store of Y (half of a pixel's 32-channel group).
+INT8_VECTOR = 16
 
 
 def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -144,10 +197,10 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     requantisation) applied as the int32 tile leaves shared memory."""
     conv2d_as_gemm(sch, channel_block=tile_k)
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
-    _require_epilogue(block_tile, warps, INT8_VECTOR)
+    _require_int8_epilogue(block_tile, warps)
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                   block="conv")
-    return _finish(sch, warps=warps, vector=INT8_VECTOR)
+    return _finish_int8(sch, warps=warps)
 
 
 def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 128,
@@ -158,10 +211,10 @@ def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     channels), its epilogue applied as the int32 tile leaves shared memory."""
     conv2d_as_gemm(sch, channel_block=tile_k)
     warps = block_tile[0] // 16
-    _require_epilogue(block_tile, warps, INT8_VECTOR)
+    _require_int8_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster, layout=layout,
                   overlap=overlap, block="conv")
-    return _finish(sch, warps=warps, vector=INT8_VECTOR)
+    return _finish_int8(sch, warps=warps)
 
 
 #: wmma fragment shapes on half inputs: rows (im) -> columns (in); k is 16. TVM registers only 16x16x16.
@@ -319,13 +372,12 @@ TC_SWEEP: list[tuple[str, dict[str, Any]]] = [
 #: The int8 kernels by variant name (``conv2d_int8`` workloads).
 INT8_VARIANTS: dict[str, Callable[..., s_tir.Schedule]] = {"int8_wgmma": conv2d_int8_wgmma, "int8_mma": conv2d_int8_mma}
 
-#: Tile configurations notebook 06 sweeps per shape (one that does not divide a shape is skipped), from a probe on an
+#: Tile configurations notebook 06 sweeps per shape (one that does not divide a shape is skipped), from probes on an
 #: H100 (docs/notes-int8.md): wgmma with 128-byte swizzled k tiles where the channels allow, the interleaved layout for
 #: 64 channels, mma.sync down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32).
 INT8_SWEEP: list[tuple[str, dict[str, Any]]] = [
     ("int8_wgmma", {"block_tile": (256, 128), "tile_k": 128, "stages": 3, "overlap": True}),
     ("int8_wgmma", {"block_tile": (128, 128), "tile_k": 128, "stages": 3, "overlap": True}),
-    ("int8_wgmma", {"block_tile": (128, 64), "tile_k": 128, "stages": 4}),
     ("int8_wgmma", {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved"}),
     ("int8_mma", {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 64, "stages": 4}),
     ("int8_mma", {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4}),
