@@ -98,3 +98,19 @@ def test_fp16_sweep_reads_notebook_05(tmp_path):
     assert f"| {layer} | nhwc_wmma_ms | 0.0600 | cudnn_nhwc | 0.0200 | 0.333x |" in table
     assert "over 1 layers" in table
     assert report.sweep_table(root) == "not run on a GPU yet"   # the fp32 sweep reads only notebook 04
+
+
+def test_int8_rows_are_compared_with_cudnns_fastest_fp16_run(tmp_path):
+    """cuDNN has no int8 convolution in torch: the int8 rows fall back to its fastest run of the shape in any dtype,
+    and the int8 sweep reads notebook 06."""
+    root = make_root(tmp_path)
+    big = "256x256x14x14x512x3x3x1x1"
+    append_rows(root / "results" / "06_conv2d_int8" / "results.csv", [
+        row(notebook="06_conv2d_int8", workload="conv2d", shape=big, variant=v, provider=p, median_ms=ms,
+            gflops=1000.0 / ms, dtype=dt)
+        for v, p, ms, dt in (("int8_wgmma_best", "tvm", 0.2, "int8"), ("int_mm_b_colmajor", "cublaslt", 0.175, "int8"),
+                             ("cudnn_fp16_nhwc", "cudnn", 0.16, "float16"))])
+    table = report.headline_table(root)
+    assert "| int8_wgmma_best | tvm | 0.2000 |" in table and "0.800x cudnn_fp16_nhwc" in table
+    int8 = next(s for s in report.SWEEPS if s.notebook == "06_conv2d_int8")
+    assert f"| {big} | int8_wgmma_best | 0.2000 | cudnn_fp16_nhwc | 0.1600 | 0.800x |" in report.sweep_table(root, int8)
