@@ -10,7 +10,7 @@ import pandas as pd
 from tirbench.atomic import write_atomic
 
 #: Providers drawn as the reference (dashed black line / dark bar).
-VENDORS = ("cublas", "cudnn", "torch")
+VENDORS = ("cublas", "cublaslt", "cudnn", "torch")
 
 
 def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
