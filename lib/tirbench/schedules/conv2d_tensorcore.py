@@ -104,32 +104,57 @@ def _finish(sch: s_tir.Schedule, *, warps: int, vector: int = VECTOR) -> s_tir.S
 
 def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
     """``_finish`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation) per thread on
-    ``INT8_VECTOR`` channels of one pixel, its memory traffic in registers: C's int32 values and the bias and scale
-    come in 16-byte loads, the residual's and Y's 16 bytes in one load and one store; only the arithmetic is scalar
-    (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and stores included)."""
+    ``INT8_VECTOR`` channels of one pixel per pass, its memory traffic in registers. Before its passes a thread loads
+    its channels' bias and scale once (16-byte loads); per pass (unrolled, so the residual loads overlap) C's int32
+    values come in four 16-byte shared loads, the residual in one 16-byte load and Y leaves in one 16-byte store;
+    only the arithmetic is scalar (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and stores
+    included). C's shared rows are padded by 8 values so the accumulators' stores do not collide in one bank group."""
     _inline_im2col(sch)
+    _pad_c_rows(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
     m, n = sch.get_loops(out)[1:]
     per_row = int(sch.get(n).extent) // INT8_VECTOR
-    mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])
+    mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])  # a pass covers warps * 32 / per_row pixels
     nt, vec = sch.split(n, factors=[None, INT8_VECTOR])
-    sch.reorder(mo, mt, nt, vec)
+    sch.reorder(mt, nt, mo, vec)
     ty, tx = sch.split(sch.fuse(mt, nt), factors=[warps, WARP])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
-    for idx in range(len(sch.get(out).reads)):  # C (shared), bias, scale, residual -> registers
+    for idx, buf in enumerate([r.source.name for r in sch.get(out).reads]):  # C (shared), bias, scale, residual
         reg = sch.cache_read(out, idx, "local")
-        sch.compute_at(reg, tx)
+        sch.compute_at(reg, tx if buf in ("Bias", "Scale") else mo)  # per channel: once; per pixel: per pass
         _pixel_registers(sch, reg, "write")
         lanes = 128 // sch.get(reg).writes[0].source.dtype.bits  # values per 16-byte load
         sch.vectorize(sch.split(sch.get_loops(reg)[-1], factors=[None, lanes])[1])
     store = sch.cache_write(out, 0, "local")
-    sch.reverse_compute_at(store, tx)
+    sch.reverse_compute_at(store, mo)
     _pixel_registers(sch, out, "write")  # after the copy out is placed: its region comes from Y's layout
     sch.vectorize(sch.get_loops(store)[-1])
     sch.unroll(vec)
+    sch.unroll(mo)  # the passes' residual loads can then all be in flight at once
     return sch
+
+
+def _pad_c_rows(sch: s_tir.Schedule) -> None:
+    """Give the shared int32 C tile rows of bn + 8 values: a warp's accumulator stores (8 rows of 32 bytes) then fill
+    all 32 banks twice instead of the same 8 banks eight times."""
+    def writes_c(block: s_tir.SBlockRV) -> bool:
+        return any(w.source.name == "Yacc_reindex_shared.dyn" for w in sch.get(block).writes)
+
+    writer = next(b for b in _blocks(sch) if writes_c(b) and sch.get(b).name_hint.startswith("Yacc"))
+    sch.storage_align(writer, 0, axis=0, factor=32, offset=8)
+
+
+def _blocks(sch: s_tir.Schedule) -> list[s_tir.SBlockRV]:
+    """Every block of the scheduled function, outermost first."""
+    found: list[s_tir.SBlockRV] = []
+    todo = [sch.get_sblock("root")]
+    while todo:
+        children = sch.get_child_blocks(todo.pop(0))
+        found += children
+        todo += children
+    return found
 
 
 def _pixel_registers(sch: s_tir.Schedule, block: s_tir.SBlockRV, side: str) -> None:
@@ -376,6 +401,7 @@ INT8_VARIANTS: dict[str, Callable[..., s_tir.Schedule]] = {"int8_wgmma": conv2d_
 #: H100 (docs/notes-int8.md): wgmma with 128-byte swizzled k tiles where the channels allow, the interleaved layout for
 #: 64 channels, mma.sync down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32).
 INT8_SWEEP: list[tuple[str, dict[str, Any]]] = [
+    ("int8_wgmma", {"block_tile": (256, 128), "tile_k": 128, "stages": 4, "overlap": True}),
     ("int8_wgmma", {"block_tile": (256, 128), "tile_k": 128, "stages": 3, "overlap": True}),
     ("int8_wgmma", {"block_tile": (128, 128), "tile_k": 128, "stages": 3, "overlap": True}),
     ("int8_wgmma", {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved"}),
