@@ -166,3 +166,18 @@ def test_int8_epilogue_tile_that_does_not_fit_fails_in_one_line():
     with pytest.raises(ValueError, match="int8 epilogue") as err:
         conv2d_int8_wgmma(s_tir.Schedule(wl.mod), block_tile=(64, 80))
     assert "\n" not in str(err.value)
+
+
+def test_overlapped_wgmma_loop_keeps_one_wait_and_barrier_before_each_tile():
+    """The software pipeline's own wait + barrier before a k tile is dropped where the overlapped tile waits
+    (more strictly) and synchronises right after it: two barriers per k tile, not three."""
+    import re
+
+    wl = conv2d_int8(2, 128, 8, 8, 128, relu=True, residual=True)
+    sch = conv2d_int8_wgmma(s_tir.Schedule(wl.mod), block_tile=(64, 128), tile_k=128, stages=3, overlap=True)
+    with tvm.transform.PassContext(config=CONV_TC_CONFIG):
+        src = device_source(sch, H100)
+    loop = src[src.index("for (int ax2_0"):]
+    loop = loop[:loop.index("\n  }\n")]
+    assert len(re.findall(r"__syncthreads\(\);|tvm_builtin_cuda_cta_sync\(\);", loop)) == 2, loop[:2000]
+    assert "wait_group_1();\n    tvm_builtin_cuda_cta_sync();" in loop

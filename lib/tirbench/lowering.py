@@ -19,6 +19,9 @@ PIPELINE = "tirbench"
 _CP_ASYNC = tvm.ir.Op.get("tirx.s_tir.cp_async_raw")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 _BYTES = 16
+_STORAGE_SYNC = tvm.ir.Op.get("tirx.tvm_storage_sync")
+_WAIT_GROUP = tvm.ir.Op.get("tirx.ptx.cp_async_wait_group")
+_CTA_SYNC = tvm.ir.Op.get("tirx.cuda.cta_sync")
 
 
 def _is_zero(value: tirx.PrimExpr) -> bool:
@@ -57,13 +60,38 @@ def _zero_fill_copy(store: tirx.BufferStore) -> tirx.Stmt:
                                                  value.args[0]], ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
 
 
+def _call(stmt: tirx.Stmt, op: tvm.ir.Op) -> tvm.ir.Call | None:
+    if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tvm.ir.Call) and stmt.value.op.same_as(op):
+        return stmt.value
+    return None
+
+
+def _drop_subsumed_wait(attr: tirx.AttrStmt) -> tirx.Stmt:
+    """The software pipeline's wait before a k tile (``cp.async.wait_group(inflight)`` then a barrier) when the
+    tile's own code waits right after it with a smaller count and a barrier of its own (the overlapped wgmma
+    kernels, whose tile must wait for its own copies): the second wait is the stricter, and nothing but that
+    thread-local wait lies between the two barriers, so the first pair only costs a barrier per k tile."""
+    inner = attr.body
+    if attr.attr_key != "async_wait_queue_scope" or not isinstance(inner, tirx.AttrStmt) \
+            or inner.attr_key != "async_wait_inflight_count" or not isinstance(inner.body, tirx.SeqStmt):
+        return attr
+    seq = list(inner.body.seq)
+    wait = _call(seq[1], _WAIT_GROUP) if len(seq) > 2 else None
+    if _call(seq[0], _STORAGE_SYNC) is None or wait is None or _call(seq[2], _CTA_SYNC) is None \
+            or int(wait.args[0]) > int(inner.value):
+        return attr
+    return tirx.SeqStmt(seq[1:])
+
+
 @tvm.transform.module_pass(opt_level=0, name="tirbench.ZeroFillIntCopies")
 def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
     """With ``tirx.use_async_copy``: rewrite every zero-padded integer 16-byte copy into shared memory as a
-    predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each)."""
+    predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), and drop
+    the pipeline's waits that a k tile's own stricter wait makes redundant (``_drop_subsumed_wait``)."""
     if not bool(ctx.config.get("tirx.use_async_copy", False)):
         return mod
-    return tvm_ffi.structural_map(mod, (tirx.BufferStore, _zero_fill_copy))
+    mod = tvm_ffi.structural_map(mod, (tirx.BufferStore, _zero_fill_copy))
+    return tvm_ffi.structural_map(mod, (tirx.AttrStmt, _drop_subsumed_wait))
 
 
 def _pipeline_factory():
