@@ -88,7 +88,7 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v0_naive(_sch(), threads=(24, 16)), r"threads\[0\]"),
     (lambda: gemm_v1_local(_sch(), tile_k=3), "tile_k"),
     (lambda: gemm_v1_local(_sch(), threads=(32, 64)), "threads"),
-    (lambda: gemm_v2_shared(_sch(), block_tile=(96, 128)), r"block_tile\[0\]"),
+    (lambda: gemm_v2_shared(_sch(), block_tile=(0, 128)), r"block_tile\[0\] must be a positive integer"),
     (lambda: gemm_v2_shared(_sch(), thread_tile=(3, 8)), r"thread_tile\[0\]"),
     (lambda: gemm_v3_vectorized(_sch(), thread_tile=(2, 2)), "block_tile/thread_tile"),
     (lambda: gemm_v3_vectorized(_sch(), thread_tile=(8, 2)), r"thread_tile\[1\]"),

@@ -2,9 +2,10 @@
 
 Each helper checks its parameters first and raises a one-line ValueError naming the parameter when a tile
 does not divide the loop it splits (no tail handling: pick tiles that divide, e.g. 7 for a 7x7 feature map) or a
-thread count exceeds the device limit. Families: ``gemm`` / ``gemm_tensorcore`` (the GEMM ladder), ``tiling``
-(the shared-memory tiling they share with ``conv2d``), ``conv2d`` and ``conv2d_template`` (convolutions),
-``elementwise``, ``window``.
+thread count or shared-memory size exceeds the device limit. The GEMM rungs v2..v8 are the exception to the
+first rule: they pad a GEMM whose sizes their tiles do not divide (``padding``). Families: ``gemm`` /
+``gemm_tensorcore`` (the GEMM ladder), ``tiling`` (the shared-memory tiling they share with ``conv2d``), ``padding``
+(any M, N, K for the tiled GEMMs), ``conv2d`` and ``conv2d_template`` (convolutions), ``elementwise``, ``window``.
 """
 from tirbench.schedules.checks import MAX_THREADS_PER_BLOCK, loop_extent, require_divides, require_threads
 from tirbench.schedules.elementwise import bind_threads

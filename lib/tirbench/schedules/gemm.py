@@ -7,7 +7,9 @@ schedules share (parameter checks, block order, software pipeline, the SIMT loop
 ``tirbench.schedules.tiling``.
 
 Every helper schedules the block "C" of ``tirbench.workloads.gemm`` (row-major A[M, K] @ B[K, N], float32 C)
-and checks its parameters first. The tensor-core helpers (v6, v7, v8) need a float16 workload; v6 and v7 import
+and checks its parameters first. v2..v8 take any M, N, K: where a tile does not divide its extent they pad the
+iteration space to the tiles (``tirbench.schedules.padding``; each helper says what that costs); v0 and v1 need
+tiles that divide. The tensor-core helpers (v6, v7, v8) need a float16 workload; v6 and v7 import
 ``tvm.s_tir.tensor_intrin.cuda`` on first use (~35 s), v8 registers its own intrinsics (``wgmma_intrin``).
 Variants with cp.async must be compiled inside ``tvm.transform.PassContext(config=gemm_pass_config(name))``;
 without it their copies stay synchronous.
@@ -20,6 +22,7 @@ from tvm import s_tir
 
 from tirbench.schedules.checks import require_divides, require_positive_int, require_threads
 from tirbench.schedules.gemm_tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.padding import pad_to_tiles, padded_extents
 from tirbench.schedules.tiling import (SIMT_ASYNC_CONFIG, WARP, check_simt_tiles, gemm_block, require_prefetch,
                                        simt_nest)
 
@@ -82,10 +85,17 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     ``raster``: the block order (see ``bind_blocks``). ``prefetch``: see ``PREFETCH`` (needs ``fragments``).
     ``columns_outer``: a thread's multiply-adds run column by column instead of row by row (the same FFMAs in
     another order, which changes nvcc's register allocation: see ``gemm_v5_warp_tiled``).
+
+    Any m, n, k: a shape the tiles do not divide is padded to them (``tirbench.schedules.padding``): the shared-memory
+    fills become predicated (zero-filling cp.async where asynchronous) and each store of C from registers predicated.
+    Costs the padded work (edge blocks and the last k tile multiply zeros) and the predicates; no extra memory, and
+    divisible shapes compile as without padding.
     """
-    _, m, n, k = gemm_block(sch)
-    threads = check_simt_tiles((m, n, k), block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
+    tiles = (*block_tile, tile_k)
+    extents = padded_extents(sch, "C", tiles, ("block_tile[0]", "block_tile[1]", "tile_k"))
+    threads = check_simt_tiles(extents, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
                                tile_k=tile_k, vector=vector, stages=stages, raster=raster, prefetch=prefetch)
+    padding = pad_to_tiles(sch, "C", tiles)
     (bm, bn), (tm, tn) = block_tile, thread_tile
     wm, wn = warp_tile or block_tile
     blk = sch.get_sblock("C")
@@ -96,19 +106,22 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=threads,
                vector=vector, fragments=fragments, stages=stages, async_copy=async_copy, raster=raster,
                prefetch=prefetch, columns_outer=columns_outer)
+    padding.store_direct(sch)
     return sch
 
 
 def gemm_v2_shared(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                    thread_tile: tuple[int, int] = (8, 8), tile_k: int = 8) -> s_tir.Schedule:
-    """A and B tiles staged in shared memory by a cooperative (scalar) fetch; register accumulators."""
+    """A and B tiles staged in shared memory by a cooperative (scalar) fetch; register accumulators. Any m, n, k:
+    shapes the tiles do not divide are padded (predicated fills and stores; see ``_simt``)."""
     return _simt(sch, block_tile=block_tile, warp_tile=None, thread_tile=thread_tile, tile_k=tile_k)
 
 
 def gemm_v3_vectorized(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                        thread_tile: tuple[int, int] = (8, 8), tile_k: int = 8) -> s_tir.Schedule:
     """v2 + float4 fetches and stores, a transposed A tile padded against bank conflicts, A/B fragments in
-    registers (float4 shared loads)."""
+    registers (float4 shared loads). Any m, n, k (see ``_simt``); float4 stays where the rows of A, B and C are
+    16-byte aligned (k and n multiples of 4), else those copies go element by element."""
     return _simt(sch, block_tile=block_tile, warp_tile=None, thread_tile=thread_tile, tile_k=tile_k,
                  vector=4, fragments=True)
 
@@ -116,7 +129,8 @@ def gemm_v3_vectorized(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
 def gemm_v4_pipelined(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                       thread_tile: tuple[int, int] = (8, 8), tile_k: int = 8, stages: int = 2,
                       async_copy: bool = True) -> s_tir.Schedule:
-    """v3 + a ``stages``-deep software pipeline (double buffering by default) with cp.async copies."""
+    """v3 + a ``stages``-deep software pipeline (double buffering by default) with cp.async copies. Any m, n, k
+    (see ``_simt``: zero-filling predicated cp.async at the edges)."""
     return _simt(sch, block_tile=block_tile, warp_tile=None, thread_tile=thread_tile, tile_k=tile_k,
                  vector=4, fragments=True, stages=stages, async_copy=async_copy)
 
@@ -130,7 +144,8 @@ def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
     memory per k step (96 instead of 144 floats for the v4 layout). ``raster``: blocks ordered in groups of
     that many block rows, for L2 reuse. ``prefetch``: fragment loads ahead of the math (``PREFETCH``).
     ``columns_outer``: each thread's multiply-adds column by column (an H100 exploration measured 47.9 against
-    46.2 TFLOPS at 4096^3 for the same tiles; Nsight blamed dispatch stalls, i.e. nvcc's register allocation)."""
+    46.2 TFLOPS at 4096^3 for the same tiles; Nsight blamed dispatch stalls, i.e. nvcc's register allocation).
+    Any m, n, k: shapes the tiles do not divide are padded to them, at the costs ``_simt`` lists."""
     return _simt(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
                  vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch,
                  columns_outer=columns_outer)
@@ -231,6 +246,36 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (128, 64), "stages": 4, "overlap": True},
     ],
 }
+
+
+#: Tile configurations notebook 03 times at shapes the tiles do not divide (the fastest of each rung is recorded as
+#: ``v5_padded`` / ``v8_padded``): LADDER's v5 tiling and smaller SWEEP tiles like those that won at 1024^3, since
+#: the padded shapes run from decode (M < 128) to 2000 x 3000 x 1000, where 128x128 tiles make 384 blocks for 264
+#: places (two per SM), a second wave less than half full. ``padded_candidates`` drops tiles too tall for a small M.
+PADDED_SWEEP: dict[str, list[dict[str, Any]]] = {
+    "v5_warp_tiled": [
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 8, "stages": 3},
+        {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
+    ],
+    "v8_wgmma": [
+        {"block_tile": (128, 128), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (128, 64), "stages": 4, "overlap": True},
+        {"block_tile": (64, 128), "stages": 4, "overlap": True},
+    ],
+}
+
+
+def padded_candidates(rung: str, m: int) -> list[dict[str, Any]]:
+    """``PADDED_SWEEP[rung]`` less the block tiles taller than ``m`` rounded up to 64 (their extra rows would be all
+    padding: at M = 37 a 128-row tile multiplies 91 rows of zeros where a 64-row one multiplies 27)."""
+    return [cand for cand in PADDED_SWEEP[rung] if cand["block_tile"][0] <= -(-m // 64) * 64]
+
+
+def divisible_shape(size: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The nearest shape at or above ``size`` that every ``PADDED_SWEEP`` tile divides: M and N rounded up to 128,
+    K to 64 (what a padded kernel's rate is compared with)."""
+    return tuple(-(-x // unit) * unit for x, unit in zip(size, (128, 128, 64)))
 
 
 def gemm_pass_config(variant: str) -> dict[str, bool]:

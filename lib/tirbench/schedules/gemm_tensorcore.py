@@ -15,8 +15,13 @@ from tvm import s_tir
 
 from tirbench.schedules import mma_int8_intrin, wgmma_intrin
 from tirbench.schedules.checks import require_divides, require_positive_int, require_threads
+from tirbench.schedules.padding import Padding, pad_to_tiles, padded_extents, require_shared_c
 from tirbench.schedules.tiling import (WARP, bind_blocks, gemm_block, padded, pipeline, require_fetch, split_tile,
                                        require_multiple, require_prefetch, require_shared)
+
+
+#: The parameters that tile m, n, k, as the padding checks name them.
+_TILE_PARAMS = ("block_tile[0]", "block_tile[1]", "tile_k")
 
 
 def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -> None:
@@ -55,18 +60,26 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
     go to shared memory (16-byte copies; rows padded by 8 halves so fragment loads are conflict-free),
     fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``prefetch`` (``mma`` only,
-    see ``PREFETCH``): how far ahead of the math the fragment loads run.
+    see ``PREFETCH``): how far ahead of the math the fragment loads run. Any m, n, k (C in global memory): a tile
+    that does not divide its extent pads the iteration space to the tiles (``tirbench.schedules.padding``).
     """
     blk, m, n, k = gemm_block(sch, block)
     _require_float16(sch, blk, kernel="tensor cores need")
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     (bm, bn), (wm, wn) = block_tile, warp_tile
-    warps = _require_warp_tiles((m, n, k), block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
+    pads = c_scope == "global"  # any m, n, k, checked as padded; a caller's shared C (conv epilogues) keeps its shape
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS) if pads else (m, n, k)
+    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
     require_prefetch(prefetch, stages)
     if not mma and prefetch != "none":
         raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
     require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
                    block_tile=block_tile, tile_k=tile_k, stages=stages)
+    if pads:
+        require_shared_c(block_tile, (m, n))
+    padding = pad_to_tiles(sch, block, (bm, bn, tile_k), shared_output=True) if pads else Padding()
+    blk = sch.get_sblock(block)
+    c_scope = sch.get(blk).writes[0].source.scope()
     from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
 
     if mma:
@@ -122,12 +135,18 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     sch.tensorize(store, intrins["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], intrins["compute"])
     pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
+    padding.store_through_shared(sch, warps)
     return sch
 
 
 def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                  warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32, block: str = "C") -> s_tir.Schedule:
-    """fp16 tensor cores through wmma 16x16x16 fragments (float32 accumulators); synchronous copies."""
+    """fp16 tensor cores through wmma 16x16x16 fragments (float32 accumulators); synchronous copies.
+
+    Any m, n, k: a shape the tiles do not divide is padded to them (``tirbench.schedules.padding``): predicated
+    fills, and C stored through a shared-memory tile and a predicated copy. Costs the padded work (edge blocks and
+    the last k tile multiply zeros), that pass of C through shared memory, and shared memory for the C tile
+    (bm x (bn + 8) floats; the pipeline's buffers are reused for it). Divisible shapes compile as without padding."""
     return _tensor_core(sch, mma=False, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=1,
                         async_copy=False, block=block)
 
@@ -137,7 +156,8 @@ def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128)
                 async_copy: bool = True, raster: int = 1, prefetch: str = "k_step", block: str = "C") -> s_tir.Schedule:
     """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
     shared-memory pipeline, fragment loads ahead of the math (``prefetch``, default one k step: see
-    ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse."""
+    ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse. Any m, n, k, at the
+    costs ``gemm_v6_wmma`` lists."""
     return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
                         async_copy=async_copy, raster=raster, prefetch=prefetch, block=block)
 
@@ -153,8 +173,16 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
     group, not its own; the copies move after the math, into the buffer that finished group read).
 
+    float16 with C in global memory takes any m, n, k: a shape the tiles do not divide is padded to them
+    (``tirbench.schedules.padding``): zero-filling predicated cp.async fills, and the accumulators stored to a
+    shared-memory tile of C that a predicated 16-byte copy writes out. Costs the padded work (edge blocks and the last
+    k tile multiply zeros), that pass of C through shared memory after the main loop, and shared memory for the C
+    tile (bm x (bn + 8) floats; the pipeline's buffers are reused for it, so a kernel needs the larger of the two).
+    Divisible shapes compile as without padding.
+
     int8 inputs (C[m, n] += A[m, k] * B[n, k], both K-major, int32 accumulators; ``wgmma ... .s32.s8.s8``) take the
-    same structure; a 128-byte swizzled row then holds 128 values of k (``tile_k`` = 128)."""
+    same structure; a 128-byte swizzled row then holds 128 values of k (``tile_k`` = 128). They, and a caller's C in
+    shared memory (the convolutions' epilogues), need tiles that divide."""
     blk, m, n, k = gemm_block(sch, block)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype not in wgmma_intrin.CHUNK_ELEMS:
@@ -162,6 +190,11 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     elems = wgmma_intrin.CHUNK_ELEMS[dtype]  # per 16-byte copy
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     bm, bn = block_tile
+    pads = c_scope == "global" and dtype == "float16"  # int8 and a caller's shared C (conv epilogues) keep their shapes
+    if pads:  # any m, n, k: checked as padded to the tiles
+        mn = (m, n)
+        m, n, k = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)
+        require_shared_c(block_tile, mn)
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
     require_divides(k, tile_k, param="tile_k", axis="k")
@@ -185,6 +218,9 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     require_fetch(bm, tile_k, warps * WARP, elems, operand="A")
     require_fetch(bn, tile_k, warps * WARP, elems, operand="B")
     require_shared(stages * (bm + bn) * tile_k * 16 // elems, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    padding = pad_to_tiles(sch, block, (bm, bn, tile_k), shared_output=True) if pads else Padding()
+    blk = sch.get_sblock(block)
+    c_scope = sch.get(blk).writes[0].source.scope()
 
     i, j, kk = sch.get_loops(blk)
     i, i16 = sch.split(i, factors=[None, 16])
@@ -228,6 +264,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
+    padding.store_through_shared(sch, warps)
     return sch
 
 
