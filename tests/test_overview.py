@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tirbench import overview
+from tirbench import overview, throughput
 from tirbench.index import index_html, main_plot, write_index
 from tirbench.machine import PEAKS
 from tirbench.results import append_rows
@@ -108,3 +108,22 @@ def test_nothing_recorded_yet_is_said_not_an_error(tmp_path):
     (tmp_path / "notebooks" / "01_vector_add.ipynb").write_text("{}")
     assert overview.summary(overview.load_results(tmp_path)).empty
     assert "no GPU results recorded yet" in index_html(tmp_path / "out", tmp_path)
+
+
+def test_throughput_plot_by_setup_and_gpus_and_without_a_file(root):
+    empty = overview.throughput_figure(overview.tuning_throughput(root))   # no throughput.csv yet
+    assert "no tuning run recorded yet" in empty.axes[0].texts[0].get_text()
+    base = dict(timestamp="2026-11-24T00:00:00+00:00", workload="conv2d", shape="1x256x14x14x256x3x3x1x1",
+                dtype="float32", space="default", trials=64, seconds=60.0, best_gflops=900.0)
+    rows = [dict(base, run_id=f"r{i}", gpu=gpu, gpus=n, runner=runner, setup=setup, trials_per_min=rate)
+            for i, (gpu, n, runner, setup, rate) in enumerate([
+                (H100, 1, "local", "stock", 20.0), (H100, 1, "local", "tuned", 40.0), (H100, 1, "local", "tuned", 44.0),
+                (H200, 2, "rpc", "tuned", 80.0), ("cpu", 2, "rpc", "tuned", 5.0)])]
+    throughput.append_rows(throughput.path_for(root), rows)
+    runs = overview.tuning_throughput(root)
+    assert "cpu" not in set(runs["gpu"])   # the tests' CPU runs are not GPU throughput
+    table = overview.throughput_table(runs).set_index(["gpu", "gpus", "setup"])
+    assert table.loc[(H100, 1, "tuned"), "trials_per_min"] == 42.0 and table.loc[(H100, 1, "tuned"), "runs"] == 2
+    fig = overview.throughput_figure(runs)
+    heights = sorted(p.get_height() for ax in fig.axes for p in ax.patches)
+    assert heights == [20.0, 42.0, 80.0] and len([ax for ax in fig.axes if ax.patches]) == 2

@@ -112,20 +112,34 @@ def run_checked(workload: Workload, ex: tvm.runtime.Executable, dev: tvm.runtime
 
 
 @functools.cache
-def _register_l2_flush() -> str:
-    """Register ``L2_FLUSH_FUNC``: a TVM kernel that rewrites a 256 MiB device buffer (evicting L2)."""
-    dev = tvm.cuda(0)
-    n = L2_FLUSH_BYTES // 4
+def l2_flush_executable() -> tvm.runtime.Executable:
+    """The L2 flush kernel: a vector add over three ``L2_FLUSH_BYTES`` buffers, built for sm_90a. Built inside the
+    target's scope, so the CUDA compile takes the arch from the target and touches no device: an RPC server builds
+    it before it forks its sessions (``tirbench.measure.prepare_server``), where CUDA must not be initialised yet."""
     from tirbench.schedules.elementwise import bind_threads
     from tirbench.workloads.elementwise import vector_add
 
-    sch = bind_threads(s_tir.Schedule(vector_add(n).mod), threads=256, vector=4)
-    ex = build(sch, cuda_target())
-    bufs = [tvm.runtime.empty((n,), "float32", dev) for _ in range(3)]
+    sch = bind_threads(s_tir.Schedule(vector_add(L2_FLUSH_BYTES // 4).mod), threads=256, vector=4)
+    with cuda_target():
+        return build(sch, cuda_target())
+
+
+@functools.cache
+def l2_flush(device_id: int = 0) -> Callable[[], None]:
+    """A call that rewrites ``L2_FLUSH_BYTES`` on CUDA device ``device_id`` (evicting its L2); buffers made once."""
+    ex, dev = l2_flush_executable(), tvm.cuda(device_id)
+    bufs = [tvm.runtime.empty((L2_FLUSH_BYTES // 4,), "float32", dev) for _ in range(3)]
+    return lambda: ex["main"](*bufs)
+
+
+@functools.cache
+def _register_l2_flush() -> str:
+    """Register ``L2_FLUSH_FUNC``: a TVM kernel that rewrites a 256 MiB device buffer (evicting L2)."""
+    flush = l2_flush()
 
     @tvm.register_global_func(L2_FLUSH_FUNC, override=True)
     def _flush(*_args):  # called by time_evaluator with the timed function's arguments; ignores them
-        ex["main"](*bufs)
+        flush()
 
     return L2_FLUSH_FUNC
 

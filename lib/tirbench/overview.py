@@ -1,5 +1,6 @@
 """What notebook 00 shows, from the recorded files only (it measures nothing): every notebook's latest run per GPU
-summarised per workload and shape, a roofline per GPU, and the tuning curves of every MetaSchedule database.
+summarised per workload and shape, a roofline per GPU, the tuning curves of every MetaSchedule database, and the
+tuning throughput (trials per minute by setup and number of GPUs).
 
 Rows of different GPUs are never compared with each other: each GPU has its own latest run of each notebook, its own
 table rows, ratios and roofline. A kernel doing under ``STREAMING_BELOW`` FLOP per byte is rated in GB/s (against the
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from tirbench import throughput
 from tirbench.machine import PEAKS, Peak, peak_for
 from tirbench.plots import VENDORS
 from tirbench.results import read_results
@@ -226,4 +228,51 @@ def tuning_figure(dbs: list[TunedDatabase], title: str) -> plt.Figure:
     if dbs:
         fig.legend(*rate.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.2 * rows / (4.5 + 0.2 * rows) + 0.01, 1, 1))
+    return fig
+
+
+def tuning_throughput(root: Path) -> pd.DataFrame:
+    """The GPU rows of ``results/tuning/throughput.csv`` (CPU runs of the tests left out); empty without the file."""
+    df = throughput.read(throughput.path_for(root))
+    return df[df["gpu"] != "cpu"].reset_index(drop=True)
+
+
+#: What a throughput panel compares: one panel per GPU model and tuned workload.
+PANEL = ["gpu", "workload", "shape", "dtype", "space"]
+
+
+def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU model, workload, number of GPUs, runner and setup: the runs, their trials and the median trials/min."""
+    if df.empty:
+        return pd.DataFrame()
+    return (df.groupby([*PANEL, "gpus", "runner", "setup"])
+            .agg(runs=("run_id", "nunique"), trials=("trials", "sum"), trials_per_min=("trials_per_min", "median"))
+            .reset_index())
+
+
+def throughput_figure(df: pd.DataFrame) -> plt.Figure:
+    """Trials per minute (median over the recorded runs) against the number of GPUs measuring at once, a bar per
+    setup, one panel per GPU model and workload; a note where nothing is recorded."""
+    table = throughput_table(df)
+    panels = list(table.groupby(PANEL, sort=True)) if len(table) else []
+    cols = min(max(len(panels), 1), 3)
+    fig, axes = plt.subplots(math.ceil(max(len(panels), 1) / cols), cols, figsize=(4.5 * cols, 3.8), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    if not panels:
+        axes[0, 0].text(0.5, 0.5, "no tuning run recorded yet\n(results/tuning/throughput.csv)", ha="center",
+                        va="center", transform=axes[0, 0].transAxes, color="0.4")
+    for ax, ((gpu, wl, shape, dtype, space), g) in zip(axes.flat, panels):
+        counts = sorted(g["gpus"].unique())
+        for i, setup in enumerate(throughput.SETUPS):
+            rates = g[g["setup"] == setup].groupby("gpus")["trials_per_min"].median()
+            xs = [counts.index(n) + (i - 0.5) * 0.38 for n in rates.index]
+            bars = ax.bar(xs, rates.to_numpy(), width=0.36, color=f"C{i}", label=setup)
+            ax.bar_label(bars, fmt="%.1f", fontsize=7)
+        ax.set_xticks(range(len(counts)), [f"{n} GPU{'s' if n > 1 else ''}" for n in counts])
+        ax.set(ylabel="trials per minute", title=f"{gpu}\n{wl} {dtype} {shape} ({space})")
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
     return fig

@@ -4,7 +4,8 @@ The database lives in a work directory under ``results/tuning/``; tuning adds re
 already has ``trials`` records replays the best schedule without tuning, and a run cut short resumes: a run killed
 while MetaSchedule was writing a record leaves a cut-off last line, which is dropped (``repair_database``) so that
 the database opens with every complete record kept. Each chunk prints trials done, trials per minute and the best
-rate so far (and moves a tqdm bar), and appends its wall time to ``tuning_chunks.csv`` beside the database.
+rate so far (and moves a tqdm bar), appends its wall time to ``tuning_chunks.csv`` beside the database, and says
+where a trial's time went (search, builder, runner, and per phase in the workers; ``tuning_phases.csv``).
 
     python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
     python -m tirbench.tuning conv2d 1 512 7 7 512 3 3 1 1 --layout NCHW --space template --trials 64
@@ -15,14 +16,21 @@ tunes (on a CUDA GPU) until the database holds that many records for each worklo
 The search space (``--space``) comes from the registry in ``tirbench.spaces``: ``"default"`` (MetaSchedule's own
 rules), ``"v5"`` (the fp32 GEMM v5 template), ``"template"`` (AutoTVM's conv2d template), ``"splitk"`` (NCHW conv2d
 with the input channels split across blocks), each in its own database.
+
+``--setup tuned`` (the default) measures as the harness does, one launch per repeat with the L2 flushed before each
+(``tirbench.measure``), and builds with the trial-rate cuts (``tirbench.builders``); ``--setup stock`` is
+MetaSchedule's own builder and measurement. ``--rpc HOST:PORT:KEY`` measures on the RPC servers registered under KEY
+with that tracker (MetaSchedule's ``RPCRunner``, one session at a time per server; ``tirbench.rpc_cluster`` starts a
+tracker and a server per GPU); the tracker, the key and the address are checked before any database is opened (one
+line, exit status 2). Every run appends a row per tuned workload to ``results/tuning/throughput.csv``.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import functools
 import json
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -31,29 +39,16 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
-from tirbench import lowering
+from tirbench import phases, throughput, tracker
 from tirbench.atomic import write_atomic
-from tirbench.machine import cuda_target, require_cuda_gpu
+# build_with_config and import_tensor_intrin live with the builders; importable from here as before
+from tirbench.builders import build_with_config, import_tensor_intrin, make_builder  # noqa: F401
+from tirbench.machine import cpu_target, cuda_target, require_cuda_gpu
+from tirbench.measure import make_local_runner, make_rpc_runner
 from tirbench.progress import BestBar
 # V5_SPACE_VARIANTS and v5_space live in the registry; importable from here as before (tests, notebooks)
 from tirbench.spaces import SPACES, V5_SPACE_VARIANTS, get_space, uses_tensor_cores, v5_space  # noqa: F401
 from tirbench.workloads.base import Workload
-
-
-def import_tensor_intrin() -> None:
-    """Builder-worker initializer: registers the CUDA tensor intrinsics (20-40 s per worker)."""
-    import tvm.s_tir.tensor_intrin  # noqa: F401
-
-    from tirbench.schedules.conv2d_tensorcore import register_wmma_intrins
-    register_wmma_intrins()  # the wmma space's fragment shapes TVM does not register
-
-
-def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.target.Target,
-                      _params: object) -> tvm.runtime.Module:
-    """MetaSchedule ``f_build`` (bound to a ``tuned_pass_config`` with ``functools.partial``): builds a candidate
-    under that PassContext config and the suite's TIR pipeline, as the notebook builds the replayed kernel."""
-    with tvm.transform.PassContext(config=config):
-        return tvm.tirx.build(mod, target=target, pipeline=lowering.PIPELINE)
 
 
 def tuned_pass_config(wl: Workload, space: str = "default") -> dict[str, bool]:
@@ -157,32 +152,54 @@ def _log_chunk(work_dir: Path, trials: int, new_trials: int, wall_s: float) -> N
                 f"{wall_s:.1f}\n")
 
 
+#: Per chunk and phase (``tirbench.phases``): how often it ran and its seconds, beside the database.
+PHASE_LOG = "tuning_phases.csv"
+#: Phases shown per trial after each chunk: in the tuning process (walls), then summed over the workers.
+SHOWN_PHASES = {"search": "search", "builder_wall": "builder", "runner_wall": "runner", "worker_init": "worker init",
+                "build": "build", "export": "export", "session": "session", "upload_load": "upload+load",
+                "alloc": "alloc", "measure": "measure"}
+
+
+def _log_phases(work_dir: Path, offset: int, wall_s: float, new_trials: int) -> str:
+    """Append the chunk's phases (recorded in the phase log after byte ``offset``) to ``PHASE_LOG``; the line that
+    says where a trial's time went: search (the chunk's wall time outside the builder and the runner), the waits for
+    the builder and the runner, and the workers' time per phase (builds run in parallel, so theirs can exceed
+    the builder's wall time)."""
+    df = phases.totals(phases.start_log(), offset)
+    walls = dict(zip(df["phase"], df["seconds"]))
+    search = wall_s - walls.get("builder_wall", 0.0) - walls.get("runner_wall", 0.0)
+    df = pd.concat([df, pd.DataFrame({"phase": ["chunk_wall", "search"], "count": [new_trials] * 2,
+                                      "seconds": [wall_s, search]})], ignore_index=True)
+    path = work_dir / PHASE_LOG
+    finished = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    with path.open("a") as f:
+        f.write("" if path.stat().st_size else "finished,phase,count,seconds\n")
+        f.writelines(f"{finished},{r.phase},{r.count},{r.seconds:.3f}\n" for r in df.itertuples())
+    secs = dict(zip(df["phase"], df["seconds"]))
+    shown = [f"{label} {secs[p] / max(new_trials, 1):.3f}" for p, label in SHOWN_PHASES.items() if p in secs]
+    return "  seconds per trial: " + ", ".join(shown)
+
+
 def _best_tflops(work_dir: Path, flops: int) -> float | None:
     best = tuning_history(work_dir, flops)["best_gflops"]
     return float(best.iloc[-1]) / 1e3 if len(best) else None
 
 
-def make_builder(wl: Workload, space: str = "default") -> ms.builder.LocalBuilder:
-    """The builder for ``wl``'s candidates in ``space``: its PassContext config, and the tensor intrinsics registered
-    in each worker where the candidates use tensor cores. Constructing one costs ~50 s (it test-runs a worker): make
-    it once and pass it to every ``tune`` of the same dtype and space."""
-    config = get_space(space).pass_config(wl)
-    f_build = functools.partial(build_with_config, config) if config else None
-    return ms.builder.LocalBuilder(timeout_sec=120, f_build=f_build,
-                                   initializer=import_tensor_intrin if uses_tensor_cores(wl) else None)
-
-
 def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
-         target: tvm.target.Target | None = None, space: str = "default",
+         target: tvm.target.Target | None = None, space: str = "default", setup: str = "tuned",
          builder: ms.builder.Builder | None = None, runner: ms.runner.Runner | None = None) -> ms.database.JSONDatabase:
     """Tune until the database holds ``trials`` records (chunks of ``chunk``), or ``seconds`` nearly run out.
 
     ``seconds`` is checked between chunks from the measured time per trial, so the first chunk always runs
-    whole: keep ``chunk`` small where trials are slow. Needs a CUDA GPU when any trial is left to run; with
-    enough records it only opens the database. ``space``: a name in ``SPACES`` (``work_dir_for`` names its
-    database). ``builder`` (``make_builder(wl, space)``) and ``runner`` are made on first use unless given: share them
-    across workloads of one dtype and space to pay their start-up once.
+    whole: keep ``chunk`` small where trials are slow. Without a ``runner``, tuning for CUDA needs a CUDA GPU here
+    when any trial is left to run; with enough records it only opens the database. ``space``: a name in ``SPACES``
+    (``work_dir_for`` names its database). ``builder`` (``make_builder(wl, space, setup)``) and ``runner``
+    (``make_local_runner(setup)``, or ``make_rpc_runner``) are made on first use unless given: share them across
+    workloads of one dtype and space to pay their start-up once. After each chunk, a line says where a trial's time
+    went (``PHASE_LOG``).
     """
+    if setup not in throughput.SETUPS:
+        raise ValueError(f"setup={setup!r}: expected one of {', '.join(map(repr, throughput.SETUPS))}")
     spec = get_space(space)
     spec.require(wl)
     target = spec.target(target)
@@ -190,7 +207,8 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
     per_trial = None
     bar = None
     while (left := trials - (done := trials_done(work_dir))) > 0:
-        require_cuda_gpu()
+        if runner is None and target.kind.name == "cuda":
+            require_cuda_gpu()
         n = min(chunk, left)
         if deadline is not None and per_trial is not None and time.monotonic() + per_trial * n > deadline:
             print(f"[tuning] stopping with {done}/{trials} trials: the time is nearly up")
@@ -204,10 +222,12 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         t0 = time.monotonic()
         if uses_tensor_cores(wl):
             import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
-        builder = builder or make_builder(wl, space)
-        runner = runner or ms.runner.LocalRunner(timeout_sec=60)
+        builder = builder or make_builder(wl, space, setup)
+        runner = runner or make_local_runner(setup)
+        offset = phases.log_size()
         ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
-                    num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0, builder=builder, runner=runner)
+                    num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0,
+                    builder=phases.TimedBuilder(builder), runner=phases.TimedRunner(runner))
         wall = time.monotonic() - t0
         new = trials_done(work_dir) - done
         per_trial = wall / max(new, 1)
@@ -219,6 +239,7 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         bar.write(f"[tuning] {wl.name} {wl.dtype} {wl.shape} ({space}): {done + new}/{trials} trials, "
                   f"{60 * new / wall:.1f} trials/min, best so far "
                   f"{'-' if best is None else f'{best:,.2f} TFLOP/s'}")
+        bar.write(_log_phases(work_dir, offset, wall, new))
         if new == 0:  # every candidate failed to build or run: another chunk would loop forever
             bar.write(f"[tuning] stopping: the chunk recorded no trial (see {work_dir / 'logs'})")
             break
@@ -274,6 +295,24 @@ def _cli_workloads(name: str, sizes: list[int], dtype: str, layout: str | None) 
     return [conv2d(*group, layout=layout or "NCHW", dtype=dtype) for group in groups]
 
 
+def _work_dir(root: Path, wl: Workload, space: str, db: Path | None, target_kind: str) -> Path:
+    """The CLI's database for ``wl``: ``work_dir_for`` (under ``db`` instead of ``results/tuning`` if given), with
+    ``_llvm`` appended for a CPU tuning run so that it never mixes with a GPU database."""
+    wd = work_dir_for(root, wl, space)
+    if db is not None:
+        wd = db / wd.relative_to(root / "results" / "tuning")
+    return wd.with_name(f"{wd.name}_llvm") if target_kind == "llvm" else wd
+
+
+def _device_name(address: tracker.RPCAddress | None, target_kind: str) -> str:
+    """The GPU the trials run on: device 0 here, or a server's (one session opened through the tracker); "cpu"."""
+    if target_kind == "llvm":
+        return "cpu"
+    if address is None:
+        return require_cuda_gpu().device_name
+    return tracker.remote_gpu_name(address)
+
+
 def main(argv: list[str] | None = None) -> int:
     from tirbench.session import project_root
 
@@ -289,20 +328,55 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="stop before this many seconds have passed")
     p.add_argument("--space", choices=list(SPACES), default="default",
                    help="; ".join(f"{name}: {space.description}" for name, space in SPACES.items()))
+    p.add_argument("--setup", choices=throughput.SETUPS, default="tuned",
+                   help="tuned: measured as the harness measures (L2 flushed before each launch) with the trial-rate "
+                        "cuts; stock: MetaSchedule's own builder and measurement")
+    p.add_argument("--rpc", metavar="HOST:PORT:KEY", default=None,
+                   help="measure on the RPC servers registered under KEY with the tracker at HOST:PORT "
+                        "(MetaSchedule's RPCRunner; `python -m tirbench.rpc_cluster tune ...` starts them)")
+    p.add_argument("--target", choices=("cuda", "llvm"), default="cuda",
+                   help="llvm: tune for this CPU (tests, `rpc_cluster --llvm`); databases get an _llvm suffix")
+    p.add_argument("--db", type=Path, default=None,
+                   help="put the databases under this directory instead of results/tuning (throughput.csv stays)")
     a = p.parse_args(argv)
     deadline = None if a.seconds is None else time.monotonic() + a.seconds
     try:
         workloads = _cli_workloads(a.workload, a.sizes, a.dtype, a.layout)
+        if a.target == "llvm" and a.space != "default":
+            raise ValueError(f"--target llvm tunes MetaSchedule's own rules only, not --space {a.space}")
+        address = tracker.parse_rpc(a.rpc) if a.rpc else None
+        servers = tracker.check(address) if address else 1  # before any database is opened
+        root = project_root()
+        now = dt.datetime.now(dt.timezone.utc)
+        run_id, gpu = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}", None
+        target = cpu_target() if a.target == "llvm" else None
         builder = runner = None  # made once, on the first chunk that tunes, for every workload (one dtype, one space)
         for wl in workloads:
-            if builder is None and trials_done(work_dir_for(project_root(), wl, a.space)) < a.trials:
-                require_cuda_gpu()
-                builder, runner = make_builder(wl, a.space), ms.runner.LocalRunner(timeout_sec=60)
+            work_dir = _work_dir(root, wl, a.space, a.db, a.target)
+            t0, done = time.monotonic(), trials_done(work_dir)
+            if builder is None and done < a.trials:
+                gpu = _device_name(address, a.target)
+                t_builder = time.monotonic()
+                builder = make_builder(wl, a.space, a.setup)
+                t_runner = time.monotonic()
+                runner = make_rpc_runner(a.setup, address, servers) if address else make_local_runner(a.setup)
+                print(f"[tuning] {a.setup} setup on {servers} x {gpu} ({'rpc' if address else 'local'} runner): "
+                      f"builder made in {t_runner - t_builder:.1f} s, runner in {time.monotonic() - t_runner:.1f} s",
+                      flush=True)
             seconds = None if deadline is None else deadline - time.monotonic()
-            tune(wl, work_dir_for(project_root(), wl, a.space), trials=a.trials, chunk=a.chunk, seconds=seconds,
-                 space=a.space, builder=builder, runner=runner)
-    except (ValueError, RuntimeError) as err:  # bad sizes/dtype/layout/space, no GPU: one line, exit status 2
-        p.error(str(err))
+            tune(wl, work_dir, trials=a.trials, chunk=a.chunk, seconds=seconds, target=target, space=a.space,
+                 setup=a.setup, builder=builder, runner=runner)
+            new, wall = trials_done(work_dir) - done, time.monotonic() - t0
+            if new > 0:
+                best = tuning_history(work_dir, wl.flops)["best_gflops"]
+                throughput.append_rows(throughput.path_for(root), [{
+                    "run_id": run_id, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "gpu": gpu, "gpus": servers, "runner": "rpc" if address else "local", "setup": a.setup,
+                    "workload": wl.name, "shape": wl.shape, "dtype": wl.dtype, "space": a.space, "trials": new,
+                    "seconds": round(wall, 1), "trials_per_min": round(60 * new / wall, 2),
+                    "best_gflops": round(float(best.iloc[-1]), 2)}])
+    except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
+        p.exit(2, f"{p.prog}: error: {err}\n")
     return 0
 
 
