@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import pandas as pd
 
@@ -60,19 +60,26 @@ def append_rows(path: Path, rows: Iterable[Mapping[str, object]]) -> int:
 
     A crash or error at any point leaves the previous file untouched. Returns the number of rows appended.
     """
+    return append_csv(path, rows, COLUMNS, validate_row)
+
+
+def append_csv(path: Path, rows: Iterable[Mapping[str, object]], columns: list[str],
+               validate: Callable[[Mapping[str, object]], None]) -> int:
+    """Validate ``rows``, then append them (``columns`` in order) to the CSV at ``path`` atomically, writing the
+    header into a new file; refuses a file that is not whole (``check_csv``). Returns the number appended."""
     rows = list(rows)
     for row in rows:
-        validate_row(row)
+        validate(row)
     if not rows:
         return 0
     path = Path(path)
     old = path.read_text() if path.exists() else ""
-    check_csv(path, old)  # never append to a file that is not whole
+    check_csv(path, old, columns)  # never append to a file that is not whole
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     if not old:
         writer.writeheader()
-    writer.writerows({c: row[c] for c in COLUMNS} for row in rows)
+    writer.writerows({c: row[c] for c in columns} for row in rows)
     write_atomic(path, (old + buf.getvalue()).encode())
     return len(rows)
 

@@ -2,15 +2,13 @@
 how many GPUs, with which runner and setup. Appended atomically, read strictly (``results.check_csv``)."""
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
 
-from tirbench.atomic import write_atomic
-from tirbench.results import check_csv
+from tirbench.results import append_csv, check_csv
 
 #: Column order of the file.
 COLUMNS = ["run_id", "timestamp", "gpu", "gpus", "runner", "setup", "workload", "shape", "dtype", "space", "trials",
@@ -38,23 +36,9 @@ def validate_row(row: Mapping[str, object]) -> None:
 
 
 def append_rows(path: Path, rows: Iterable[Mapping[str, object]]) -> int:
-    """Append rows to ``path`` atomically (old + new content to a temp file, then rename: a crash at any point leaves
-    the old file); refuses a file that is not whole. Returns the number appended."""
-    rows = list(rows)
-    for row in rows:
-        validate_row(row)
-    if not rows:
-        return 0
-    path = Path(path)
-    old = path.read_text() if path.exists() else ""
-    check_csv(path, old, COLUMNS)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    if not old:
-        writer.writeheader()
-    writer.writerows({c: row[c] for c in COLUMNS} for row in rows)
-    write_atomic(path, (old + buf.getvalue()).encode())
-    return len(rows)
+    """Append rows to ``path`` atomically (a crash at any point leaves the old file); refuses a file that is not
+    whole. Returns the number appended."""
+    return append_csv(path, rows, COLUMNS, validate_row)
 
 
 def read(path: Path) -> pd.DataFrame:
