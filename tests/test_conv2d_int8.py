@@ -181,3 +181,25 @@ def test_overlapped_wgmma_loop_keeps_one_wait_and_barrier_before_each_tile():
     loop = loop[:loop.index("\n  }\n")]
     assert len(re.findall(r"__syncthreads\(\);|tvm_builtin_cuda_cta_sync\(\);", loop)) == 2, loop[:2000]
     assert "wait_group_1();\n    tvm_builtin_cuda_cta_sync();" in loop
+
+
+def test_l1_fill_changes_only_the_im2col_copies_to_cp_async_ca():
+    """``l1_fill=True``: the input's fills become the suite's ``.ca`` copy with the very same operands (the kernel is
+    otherwise identical), the filter's stay TVM's ``.cg``, and nvcc accepts it."""
+    from tirbench.cuda_source import nvcc_report
+
+    wl = conv2d_int8(2, 64, 16, 16, 64, relu=True, residual=True)
+    kernels = {}
+    for on in (False, True):
+        sch = conv2d_int8_wgmma(s_tir.Schedule(wl.mod), block_tile=(128, 64), tile_k=64, stages=4,
+                                layout="interleaved", l1_fill=on)
+        with tvm.transform.PassContext(config=CONV_TC_CONFIG):
+            kernels[on] = device_source(sch, H100)
+    plain, cached = kernels[False], kernels[True]
+    assert "cp.async.ca.shared.global [%0], [%1], 16" in cached and "cp.async.ca" not in plain
+    calls = cached.count("tirbench_cp_async_ca_16(") - 1   # minus the definition
+    assert calls > 0 and calls == plain.count("ptx_cp_async_legacy_pred_cg_16_1_1(") - 1
+    body = cached[cached.index('extern "C" __global__'):].replace("tirbench_cp_async_ca_16(",
+                                                                   "ptx_cp_async_legacy_pred_cg_16_1_1(")
+    assert body.split('extern "C" __global__')[-1] == plain.split('extern "C" __global__')[-1]
+    assert "0 bytes stack frame" in " ".join(nvcc_report(cached))

@@ -1,4 +1,5 @@
-"""The TIR pipeline the suite compiles with: TVM's default, plus zero-filling cp.async for integer tiles.
+"""The TIR pipeline the suite compiles with: TVM's default, plus zero-filling cp.async for integer tiles, fewer
+barriers in overlapped wgmma loops, and L1-caching fills where a schedule asks for them.
 
 With ``tirx.use_async_copy``, TVM turns a 16-byte global -> shared copy into ``cp.async``, and a padded copy
 ``shared[i:i+16] = if_then_else(inside, X[j:j+16], 0)`` into a predicated, zero-filling ``cp.async`` (the
@@ -16,6 +17,11 @@ import tvm_ffi
 from tvm import tirx
 
 PIPELINE = "tirbench"
+#: Loop annotation (``sch.annotate(loop, L1_FILL, 1)``) on a global -> shared fill: its 16-byte cp.async copies go
+#: through L1 (``cp.async.ca``) instead of around it (``.cg``, what TVM prints for every 16-byte copy). For im2col
+#: fills, whose rows the next k tiles read again (the next kernel column is the same pixels shifted by one).
+L1_FILL = "pragma_tirbench_l1_fill"
+_CA_COPY = "tirbench_cp_async_ca_16"
 _CP_ASYNC = tvm.ir.Op.get("tirx.s_tir.cp_async_raw")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 _BYTES = 16
@@ -83,14 +89,54 @@ def _drop_subsumed_wait(attr: tirx.AttrStmt) -> tirx.Stmt:
     return tirx.SeqStmt(seq[1:])
 
 
+def _ca_copy(stmt: tirx.Evaluate) -> tirx.Stmt:
+    """A 16-byte ``cp_async_raw`` as a call of the ``.ca`` helper ``_CA_SOURCE`` defines (same operands, offsets in
+    bytes); anything else unchanged."""
+    call = stmt.value
+    if not isinstance(call, tvm.ir.Call) or not call.op.same_as(_CP_ASYNC) or int(call.args[4]) != _BYTES:
+        return stmt
+    dst, dst_off, src, src_off = call.args[:4]
+    scale = tvm.DataType(str(call.ty)).bits // 8
+    pred = call.args[5] if len(call.args) == 6 else tirx.const(1, "int32")
+    return tirx.Evaluate(tirx.call_extern("void", _CA_COPY, dst, dst_off * scale, src, src_off * scale, pred))
+
+
+def _l1_fill(attr: tirx.AttrStmt) -> tirx.Stmt:
+    """The body of an ``L1_FILL`` region with its 16-byte cp.async copies caching in L1."""
+    if attr.attr_key != L1_FILL:
+        return attr
+    return tvm_ffi.structural_map(attr.body, (tirx.Evaluate, _ca_copy))
+
+
+_CA_SOURCE = f"""
+__forceinline__ __device__ void {_CA_COPY}(void* dst, int dst_off, void* src, int src_off, int predicate) {{
+  unsigned int dst_addr = __cvta_generic_to_shared((uint8_t*)dst + dst_off);
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.u32 p, %2, 0;\\n"
+               " @p cp.async.ca.shared.global [%0], [%1], 16;\\n"
+               " @!p st.shared.v4.u32 [%0], {{%3, %3, %3, %3}};\\n}}\\n"
+               :: "r"(dst_addr), "l"((uint8_t*)src + src_off), "r"(predicate), "r"(0));
+}}
+"""
+
+
+@tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
+def _add_helpers(code: str, target: object = None) -> str:
+    """TVM's hook on the CUDA source before it is compiled: define the ``.ca`` copy where a kernel calls it."""
+    if _CA_COPY not in code:
+        return code
+    at = code.index('extern "C" __global__')
+    return code[:at] + _CA_SOURCE + "\n" + code[at:]
+
+
 @tvm.transform.module_pass(opt_level=0, name="tirbench.ZeroFillIntCopies")
 def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
     """With ``tirx.use_async_copy``: rewrite every zero-padded integer 16-byte copy into shared memory as a
-    predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), and drop
-    the pipeline's waits that a k tile's own stricter wait makes redundant (``_drop_subsumed_wait``)."""
+    predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), make the
+    copies of ``L1_FILL`` loops cache in L1, and drop the pipeline's waits that a k tile's own stricter wait makes redundant (``_drop_subsumed_wait``)."""
     if not bool(ctx.config.get("tirx.use_async_copy", False)):
         return mod
     mod = tvm_ffi.structural_map(mod, (tirx.BufferStore, _zero_fill_copy))
+    mod = tvm_ffi.structural_map(mod, (tirx.AttrStmt, _l1_fill))
     return tvm_ffi.structural_map(mod, (tirx.AttrStmt, _drop_subsumed_wait))
 
 
