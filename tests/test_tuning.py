@@ -214,3 +214,22 @@ def test_candidate_build_uses_the_tuned_pass_config():
     src = f_build(sch.mod, space_target("v5"), None).imports[0].inspect_source()
     assert config == SIMT_ASYNC_CONFIG and "cp.async" in src
     assert tuned_pass_config(WL) == {}
+
+
+def test_tuner_vs_harness_puts_the_recorded_best_beside_the_replayed_time(tmp_path):
+    """The recorded database of the v5 space at 1024^3: its best trial as MetaSchedule's runner measured it, beside a
+    harness measurement of the replayed kernel, with their ratio."""
+    from tirbench.harness import Measurement, Timing
+    from tirbench.tuning import tuner_vs_harness, tuning_history
+    from tirbench.workloads import gemm
+
+    src = Path(__file__).resolve().parents[1] / "results" / "tuning" / "gemm" / "float32_1024x1024x1024_v5space"
+    wd = tmp_path / "db"
+    shutil.copytree(src, wd)
+    wl = gemm(1024, 1024, 1024)
+    best = float(tuning_history(wd, wl.flops)["gflops"].max())
+    half = Measurement(wl, "metaschedule_v5_space_float32", "metaschedule",
+                       Timing(median_ms=2 * wl.flops / best / 1e6, p20_ms=0.0, p80_ms=0.0, repeats=1))
+    line = tuner_vs_harness(wd, half)
+    assert line.startswith("metaschedule_v5_space_float32: tuner recorded ") and line.endswith("(0.50x)")
+    assert f"{best / 1e3:.2f} TFLOP/s for its best trial" in line

@@ -32,6 +32,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,9 @@ from tirbench.progress import BestBar
 # V5_SPACE_VARIANTS and v5_space live in the registry; importable from here as before (tests, notebooks)
 from tirbench.spaces import SPACES, V5_SPACE_VARIANTS, get_space, uses_tensor_cores, v5_space  # noqa: F401
 from tirbench.workloads.base import Workload
+
+if TYPE_CHECKING:
+    from tirbench.harness import Measurement
 
 
 def tuned_pass_config(wl: Workload, space: str = "default") -> dict[str, bool]:
@@ -272,6 +276,17 @@ def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["trial", "gflops"])
     df["best_gflops"] = df["gflops"].cummax()
     return df
+
+
+def tuner_vs_harness(work_dir: Path, m: Measurement) -> str:
+    """One line: the best trial's rate as MetaSchedule's runner recorded it in ``work_dir`` beside the rate the
+    harness measured for the replayed kernel ``m`` (verified, L2 flushed, median): where they differ, the tuner
+    ranked its candidates by a number the notebook's measurement does not reproduce."""
+    recorded = float(tuning_history(work_dir, m.workload.flops)["gflops"].max())
+    if not recorded > 0:
+        return f"{m.variant}: the database holds no successful measurement"
+    return (f"{m.variant}: tuner recorded {recorded / 1e3:.2f} TFLOP/s for its best trial, the harness measures "
+            f"{m.gflops / 1e3:.2f} TFLOP/s ({m.gflops / recorded:.2f}x)")
 
 
 #: CLI: the sizes each workload takes, in order.
