@@ -31,6 +31,7 @@ from tirbench import lowering
 from tirbench.schedules.checks import require_divides
 from tirbench.schedules.conv2d import _conv_block
 from tirbench.schedules.gemm_tensorcore import MMA_ASYNC_CONFIG, gemm_mma_int8, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.padding import C_ROW_PAD
 from tirbench.schedules.tiling import WARP, has_block, pipeline, split_tile
 
 #: Halves per 16-byte copy.
@@ -148,24 +149,10 @@ def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
 
 
 def _pad_c_rows(sch: s_tir.Schedule) -> None:
-    """Give the shared int32 C tile rows of bn + 8 values: a warp's accumulator stores (8 rows of 32 bytes) then fill
-    all 32 banks twice instead of the same 8 banks eight times."""
-    def writes_c(block: s_tir.SBlockRV) -> bool:
-        return any(w.source.name == "Yacc_reindex_shared.dyn" for w in sch.get(block).writes)
-
-    writer = next(b for b in _blocks(sch) if writes_c(b) and sch.get(b).name_hint.startswith("Yacc"))
-    sch.storage_align(writer, 0, axis=0, factor=32, offset=8)
-
-
-def _blocks(sch: s_tir.Schedule) -> list[s_tir.SBlockRV]:
-    """Every block of the scheduled function, outermost first."""
-    found: list[s_tir.SBlockRV] = []
-    todo = [sch.get_sblock("root")]
-    while todo:
-        children = sch.get_child_blocks(todo.pop(0))
-        found += children
-        todo += children
-    return found
+    """Give the shared int32 C tile rows of bn + ``C_ROW_PAD`` values (as the padded GEMMs' C tile): a warp's
+    accumulator stores (8 rows of 32 bytes) then fill all 32 banks twice instead of the same 8 banks eight times."""
+    store, = sch.get_producers(sch.get_sblock("Yacc_reindex"))  # the accumulators' store into shared C
+    sch.storage_align(store, 0, axis=0, factor=32, offset=C_ROW_PAD)
 
 
 def _pixel_registers(sch: s_tir.Schedule, block: s_tir.SBlockRV, side: str) -> None:
