@@ -1,12 +1,14 @@
 """int8 convolution (NC/32HW32): layout conversions, the requantising epilogue on edge values, the fused module on
 llvm, the swizzled shared layout's bank behaviour, the implicit GEMM's CUDA (ldmatrix, mma s8, zero-fill cp.async),
 bad inputs."""
+import shutil
+
 import numpy as np
 import pytest
 import tvm
 from tvm import s_tir
 
-from tirbench.cuda_source import device_source
+from tirbench.cuda_source import device_source, nvcc_report
 from tirbench.harness import build, run_checked
 from tirbench.machine import cpu_target
 from tirbench.schedules import mma_int8_intrin
@@ -122,9 +124,19 @@ def test_int8_wgmma_conv_uses_integer_wgmma(kw):
     assert "cp_async_legacy_pred_cg_16" in src and "nearbyintf" in src
 
 
+def test_int8_wgmma_n256_beyond_tvms_table_compiles():
+    """m64n256k32 s8: in the ISA's shape table, not in TVM 0.27's PTX table (``allow_integer_n256`` adds it)."""
+    wl = conv2d_int8(2, 128, 8, 8, 256, residual=True)
+    sch = conv2d_int8_wgmma(s_tir.Schedule(wl.mod), block_tile=(128, 256), tile_k=128, stages=3, overlap=True)
+    src = build(sch, H100, CONV_TC_CONFIG).mod.imports[0].inspect_source()
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8" in src
+    if shutil.which("nvcc"):
+        assert "0 bytes spill stores" in " ".join(nvcc_report(src))  # ptxas takes the shape
+
+
 @pytest.mark.parametrize("make, message", [
-    (lambda: conv2d_int8_wgmma(s_tir.Schedule(conv2d_int8(2, 128, 8, 8, 256).mod), block_tile=(128, 256)),
-     "at most N=224"),
+    (lambda: conv2d_int8_wgmma(s_tir.Schedule(conv2d_int8(2, 128, 8, 8, 512).mod), block_tile=(128, 512)),
+     "at most N=256"),
     (lambda: conv2d_int8_wgmma(s_tir.Schedule(conv2d_int8(2, 128, 8, 8, 128).mod), tile_k=64),
      "tile_k must be 128"),
     (lambda: conv2d_int8(1, 48, 4, 4, 32), "multiple of 32"),

@@ -27,7 +27,9 @@ from tvm.script import tirx as T
 
 #: wgmma N: a multiple of 8 up to 256; this layout stores C in 16-column tiles, so a multiple of 16 here.
 MAX_N = 256
-MAX_N_INT8 = 224  #: integer wgmma (.s32.s8.s8) stops at N = 224
+#: Integer wgmma (.s32.s8.s8) N: the ISA's shape table goes to 256 (CUTLASS uses m64n256k32 s8); TVM 0.27's PTX table
+#: follows the instruction's syntax line, which stops at 224, and ``allow_integer_n256`` adds 240 and 256 to it.
+MAX_N_INT8 = 256
 CORE_BYTES = 128  # one core matrix: 8 rows of 16 bytes
 LAYOUTS = ("interleaved", "swizzle128")
 _DESCRIPTOR_LAYOUT_TYPE = {"interleaved": 0, "swizzle128": 1}  # bits 62-63 of a matrix descriptor
@@ -98,6 +100,20 @@ def _whole(buf: tirx.Buffer) -> tirx.BufferRegion:
     return buf[tuple(slice(0, int(extent)) for extent in buf.shape)]
 
 
+def allow_integer_n256() -> None:
+    """Add m64n240k32 and m64n256k32 to TVM 0.27's integer wgmma shapes (once; ptxas takes them: PTX ISA 9.7.15.2,
+    Matrix Shape). TVM's table lists the shapes of the instruction's syntax line, which stops at 224; its entries are
+    frozen, so the shape slot's choices are replaced in place, where the ``T.ptx`` namespace and the code generator
+    both read them."""
+    from tvm.backend.cuda.ptx.table import TABLE
+
+    for form in ("ss", "rs"):
+        slot = next(s for s in TABLE[f"wgmma_int_{form}"].slots if s.name == "shape")
+        extra = tuple(shape for shape in ("m64n240k32", "m64n256k32") if shape not in slot.choices)
+        if extra:
+            object.__setattr__(slot, "choices", slot.choices + extra)
+
+
 def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
                  dtype: str = "float16") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
     """(desc, impl) of C[16, n] += A[16, tile_k] @ B for one warp: fp16 inputs with B[tile_k, n] (N-major) and fp32
@@ -128,6 +144,8 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
             b_lbo, b_sbo, b_step = tile_k * CORE_BYTES, 8 * CORE_BYTES, 16 * 64
     warp_rows = 16 * tile_k  # elements of A one warp owns
     acc = ACCUMULATOR[dtype]
+    if int8 and n > 224:
+        allow_integer_n256()
     chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k{k_step}")
     mma = chain.s32.s8.s8 if int8 else chain.f32.f16.f16
 
