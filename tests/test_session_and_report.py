@@ -1,7 +1,7 @@
 """Without a GPU a run records nothing and plots recorded rows; the README table comes from the CSVs."""
 import pytest
 
-from tirbench import report
+from tirbench import report, throughput
 from tirbench.machine import has_cuda_gpu, peak_for
 from tirbench.results import append_rows
 from tirbench.session import Session
@@ -114,3 +114,34 @@ def test_int8_rows_are_compared_with_cudnns_fastest_fp16_run(tmp_path):
     assert "| int8_wgmma_best | tvm | 0.2000 |" in table and "0.800x cudnn_fp16_nhwc" in table
     int8 = next(s for s in report.SWEEPS if s.notebook == "06_conv2d_int8")
     assert f"| {big} | int8_wgmma_best | 0.2000 | cudnn_fp16_nhwc | 0.1600 | 0.800x |" in report.sweep_table(root, int8)
+
+
+def test_padded_table_compares_each_padded_kernel_with_cublas_at_its_shape(tmp_path):
+    root = make_root(tmp_path)
+    odd, even = "2000x3000x1000", "2048x3072x1024"
+    append_rows(root / "results" / "03_gemm" / "results.csv", [
+        row(notebook="03_gemm", workload="gemm", shape=odd, dtype="float16", variant="v8_padded", gflops=300000.0),
+        row(notebook="03_gemm", workload="gemm", shape=odd, dtype="float16", variant="cublas_float16",
+            provider="cublas", gflops=400000.0),
+        row(notebook="03_gemm", workload="gemm", shape=even, dtype="float16", variant="cublas_float16",
+            provider="cublas", gflops=500000.0),
+        row(notebook="03_gemm", workload="gemm", shape=odd, variant="v5_padded", gflops=30000.0)])  # no fp32 cuBLAS
+    table = report.padded_table(root)
+    assert f"| {odd} | v8_padded | float16 | 0.1900 | 300.0 | 400.0 | 0.750x |" in table
+    assert "v5_padded" not in table   # nothing to compare it with in that run
+    (tmp_path / "empty").mkdir()
+    assert report.padded_table(make_root(tmp_path / "empty")) == "not run on a GPU yet"
+
+
+def test_throughput_section_lists_every_tuning_run(tmp_path):
+    root = make_root(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(f"{report.START}\n{report.END}\n<!-- tuning-throughput:start -->\n<!-- tuning-throughput:end -->\n")
+    report.update_readme(readme, root)
+    assert "no tuning run recorded yet" in readme.read_text()
+    cells = ["r9", "t", "NVIDIA H100 80GB HBM3", 1, "local", "tuned", "conv2d", "1x256x14x14x256x3x3x1x1", "float32",
+             "default", 32, 119.3, 16.09, 2410.2]
+    throughput.append_rows(throughput.path_for(root), [dict(zip(throughput.COLUMNS, cells))])
+    assert report.update_readme(readme, root)
+    assert ("| r9 | NVIDIA H100 80GB HBM3 | 1 | local | tuned | conv2d float32 | 1x256x14x14x256x3x3x1x1 | default | "
+            "32 | 119.3 | 16.09 |") in readme.read_text()

@@ -4,8 +4,9 @@
 
 rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
 each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
-against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers) when the README has that
-section; nothing is typed by hand.
+against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
+03's padded kernels against cuBLAS) and ``tuning-throughput`` (``results/tuning/throughput.csv``) when the README has
+that section; nothing is typed by hand.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tirbench import throughput
 from tirbench.errors import OneLineError
 from tirbench.results import latest_run, read_results
 
@@ -137,6 +139,41 @@ def sweep_table(root: Path, sweep: Sweep = SWEEPS[0]) -> str:
     return "\n".join(lines) + f"\n\n{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
 
 
+def padded_table(root: Path) -> str:
+    """Notebook 03's latest run: per shape no tile divides, the padded v5 (fp32) and v8 (fp16) kernels against cuBLAS
+    at the same shape."""
+    df = latest_run(read_results(root / "results" / "03_gemm" / "results.csv"))
+    padded = df[df["variant"].astype(str).str.endswith("_padded")] if not df.empty else df
+    if padded.empty:
+        return "not run on a GPU yet"
+    lines = ["| shape (MxNxK) | kernel | dtype | ms | TFLOP/s | cuBLAS TFLOP/s | kernel / cuBLAS |", "|---|---|---|---:|---:|---:|---:|"]
+    for r in padded.itertuples():
+        vendor = df[(df["shape"] == r.shape) & (df["variant"] == f"cublas_{r.dtype}")]
+        if vendor.empty:
+            continue
+        v = vendor.iloc[-1]
+        lines.append(f"| {r.shape} | {r.variant} | {r.dtype} | {r.median_ms:.4f} | {r.gflops / 1e3:.1f} | "
+                     f"{v['gflops'] / 1e3:.1f} | {r.gflops / v['gflops']:.3f}x |")
+    return "\n".join(lines) + f"\n\n{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
+
+
+def throughput_table(root: Path) -> str:
+    """Every recorded tuning run (``results/tuning/throughput.csv``): where it ran, how, and its trials per minute."""
+    path = throughput.path_for(root)
+    df = throughput.read(path) if path.exists() else pd.DataFrame()
+    if df.empty:
+        return "no tuning run recorded yet"
+    lines = ["| run | GPU | GPUs | runner | setup | workload | shape | space | trials | seconds | trials/min |",
+             "|---|---|---:|---|---|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.runner} | {r.setup} | {r.workload} {r.dtype} | {r.shape} | "
+              f"{r.space} | {r.trials} | {r.seconds:.1f} | {r.trials_per_min:.2f} |" for r in df.itertuples()]
+    return "\n".join(lines)
+
+
+#: Generated sections besides the headline rows and the sweeps: marker -> table builder.
+SECTIONS = {"gemm-padded": padded_table, "tuning-throughput": throughput_table}
+
+
 def _replace(text: str, start: str, end: str, body: str) -> str:
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
@@ -152,6 +189,10 @@ def update_readme(readme: Path, root: Path) -> bool:
     for sweep in SWEEPS:
         if sweep.start in new and sweep.end in new:
             new = _replace(new, sweep.start, sweep.end, sweep_table(root, sweep))
+    for marker, table in SECTIONS.items():
+        start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+        if start in new and end in new:
+            new = _replace(new, start, end, table(root))
     if new != text:
         readme.write_text(new)
     return new != text

@@ -16,6 +16,7 @@ without it their copies stay synchronous.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from tvm import s_tir
@@ -251,7 +252,11 @@ SWEEP: dict[str, list[dict[str, Any]]] = {
 #: Tile configurations notebook 03 times at shapes the tiles do not divide (the fastest of each rung is recorded as
 #: ``v5_padded`` / ``v8_padded``): LADDER's v5 tiling and smaller SWEEP tiles like those that won at 1024^3, since
 #: the padded shapes run from decode (M < 128) to 2000 x 3000 x 1000, where 128x128 tiles make 384 blocks for 264
-#: places (two per SM), a second wave less than half full. ``padded_candidates`` drops tiles too tall for a small M.
+#: places (two per SM), a second wave less than half full. v8 also gets 256x192 tiles: at 2000 x 3000 x 1000 (128
+#: blocks, one wave) they ran 306 TFLOP/s where 128x128 ran 215-222 (H100, 2026-11-23). There the cost is the row
+#: pitch, not the predicates or C's pass through shared memory: 128x128 tiles lose 22% to K = 1000 alone and as much
+#: to N = 3000 alone (every other row of A or B starts 16 bytes into a 32-byte sector), nothing to M = 2000; a wider
+#: tile spreads the extra sector over more columns. ``padded_candidates`` drops tiles too tall for a small M.
 PADDED_SWEEP: dict[str, list[dict[str, Any]]] = {
     "v5_warp_tiled": [
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 8, "stages": 3},
@@ -259,6 +264,8 @@ PADDED_SWEEP: dict[str, list[dict[str, Any]]] = {
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
     ],
     "v8_wgmma": [
+        {"block_tile": (256, 192), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (256, 192), "stages": 3, "overlap": True},
         {"block_tile": (128, 128), "stages": 3, "raster": 8, "overlap": True},
         {"block_tile": (128, 64), "stages": 4, "overlap": True},
         {"block_tile": (64, 128), "stages": 4, "overlap": True},
@@ -268,14 +275,21 @@ PADDED_SWEEP: dict[str, list[dict[str, Any]]] = {
 
 def padded_candidates(rung: str, m: int) -> list[dict[str, Any]]:
     """``PADDED_SWEEP[rung]`` less the block tiles taller than ``m`` rounded up to 64 (their extra rows would be all
-    padding: at M = 37 a 128-row tile multiplies 91 rows of zeros where a 64-row one multiplies 27)."""
-    return [cand for cand in PADDED_SWEEP[rung] if cand["block_tile"][0] <= -(-m // 64) * 64]
+    padding: at M = 37 a 128-row tile multiplies 91 rows of zeros where a 64-row one multiplies 27) and those whose
+    ``raster`` does not divide the padded block rows."""
+    return [cand for cand in PADDED_SWEEP[rung] if cand["block_tile"][0] <= -(-m // 64) * 64
+            and -(-m // cand["block_tile"][0]) % cand.get("raster", 1) == 0]
 
 
 def divisible_shape(size: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The nearest shape at or above ``size`` that every ``PADDED_SWEEP`` tile divides: M and N rounded up to 128,
-    K to 64 (what a padded kernel's rate is compared with)."""
-    return tuple(-(-x // unit) * unit for x, unit in zip(size, (128, 128, 64)))
+    """The nearest shape at or above ``size`` that every tile ``padded_candidates`` gives there (both rungs)
+    divides, with M and N rounded up to at least 128 and K to 64 (what a padded kernel's rate is compared with)."""
+    units = [128, 128, 64]
+    for rung in PADDED_SWEEP:
+        for cand in padded_candidates(rung, size[0]):
+            params = {**LADDER[rung][1], **cand}
+            units = [math.lcm(u, t) for u, t in zip(units, (*params["block_tile"], params["tile_k"]))]
+    return tuple(-(-x // unit) * unit for x, unit in zip(size, units))
 
 
 def gemm_pass_config(variant: str) -> dict[str, bool]:
