@@ -7,6 +7,7 @@ A kernel whose output does not match raises AssertionError and gets no number.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -111,17 +112,30 @@ def run_checked(workload: Workload, ex: tvm.runtime.Executable, dev: tvm.runtime
     return args
 
 
+#: Environment variable naming an exported flush kernel (``export_l2_flush``) that ``l2_flush_executable`` loads
+#: instead of building one: set by ``tirbench.measure.prepare_server`` for the RPC sessions it forks.
+L2_FLUSH_LIBRARY_ENV = "TIRBENCH_L2_FLUSH_LIBRARY"
+
+
 @functools.cache
-def l2_flush_executable() -> tvm.runtime.Executable:
-    """The L2 flush kernel: a vector add over three ``L2_FLUSH_BYTES`` buffers, built for sm_90a. Built inside the
-    target's scope, so the CUDA compile takes the arch from the target and touches no device: an RPC server builds
-    it before it forks its sessions (``tirbench.measure.prepare_server``), where CUDA must not be initialised yet."""
+def l2_flush_executable() -> tvm.runtime.Executable | tvm.runtime.Module:
+    """The L2 flush kernel: a vector add over three ``L2_FLUSH_BYTES`` buffers, built for sm_90a (inside the target's
+    scope, so the CUDA compile takes the arch from the target), or loaded from the library that
+    ``L2_FLUSH_LIBRARY_ENV`` names."""
+    library = os.environ.get(L2_FLUSH_LIBRARY_ENV)
+    if library and os.path.exists(library):
+        return tvm.runtime.load_module(library)
     from tirbench.schedules.elementwise import bind_threads
     from tirbench.workloads.elementwise import vector_add
 
     sch = bind_threads(s_tir.Schedule(vector_add(L2_FLUSH_BYTES // 4).mod), threads=256, vector=4)
     with cuda_target():
         return build(sch, cuda_target())
+
+
+def export_l2_flush(path: str) -> None:
+    """Build the flush kernel and export it to ``path`` (a shared library ``tvm.runtime.load_module`` reads)."""
+    l2_flush_executable().export_library(path)
 
 
 @functools.cache

@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import subprocess
+import sys
+import tempfile
 from typing import Callable
 
 import numpy as np
@@ -72,11 +76,21 @@ def register() -> None:
 
 def prepare_server() -> None:
     """``server_init_callback`` of ``tirbench.rpc_server``, run in the listening process before any session is forked:
-    registers the flush and, where TVM has its CUDA runtime, builds the flush kernel for sm_90a (a cubin, compiled by
-    NVRTC; no device is touched, so every forked session can still initialise CUDA)."""
+    registers the flush and, where TVM has its CUDA runtime, has a separate process build the flush kernel and export
+    it (``harness.export_l2_flush``), so each forked session loads a compiled kernel instead of compiling one, and
+    nothing CUDA-related runs in the process that forks. (Built in this process, the forked sessions saw no CUDA
+    device: measured on an H100, 2026-11-23.) Should the export fail, each session builds the kernel itself."""
     register()
-    if tvm.runtime.enabled("cuda"):
-        harness.l2_flush_executable()
+    if not tvm.runtime.enabled("cuda"):
+        return
+    path = os.path.join(tempfile.mkdtemp(prefix="tirbench-flush-"), "l2_flush.so")
+    code = f"from tirbench.harness import export_l2_flush; export_l2_flush({path!r})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        os.environ[harness.L2_FLUSH_LIBRARY_ENV] = path
+    else:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"[rpc_server] the flush kernel was not exported ({last}); each session builds it", flush=True)
 
 
 def _measure(rt_mod: tvm.runtime.Module, device: tvm.runtime.Device, config: ms.runner.EvaluatorConfig,

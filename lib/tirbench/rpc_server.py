@@ -17,8 +17,8 @@ every session is a fresh interpreter that imports tvm (and torch) again, seconds
 MetaSchedule's 10 s default session timeout and its one-session-at-a-time default: that is why 31 candidates
 produced no result within two minutes.
 
-The listening process also registers ``tirbench.measure``'s L2 flush and builds its kernel (no device touched), so
-each forked session inherits them.
+The listening process also registers ``tirbench.measure``'s L2 flush, which each forked session inherits, and has a
+separate process build and export the flush kernel, which each session loads (``tirbench.measure.prepare_server``).
 """
 from __future__ import annotations
 

@@ -78,7 +78,12 @@ def remote_gpu_name(address: RPCAddress, timeout: float = 60) -> str:
 
     try:
         session = rpc.connect_tracker(address.host, address.port).request(address.key, session_timeout=timeout)
-        return session.cuda(0).device_name
+        device = session.cuda(0)
+        # ``exist`` goes through the CUDA runtime, which initialises the driver; ``device_name`` calls the driver
+        # API directly and, asked first in a freshly forked session, fails with CUDA_ERROR_NOT_INITIALIZED.
+        if not device.exist:
+            raise RPCError("the session sees no CUDA device")
+        return device.device_name
     except Exception as err:  # noqa: BLE001 - whatever the server says, as one line
         last = (str(err).strip().splitlines() or [type(err).__name__])[-1]
         raise RPCError(f"a server with key {address.key!r} cannot use its GPU: {last}") from None

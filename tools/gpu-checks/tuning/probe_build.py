@@ -17,8 +17,15 @@ from tirbench.workloads import conv2d
 import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (warms the import every tuning process makes)
 
 
+def _size(m, fmt):
+    try:
+        return len(m.inspect_source(fmt))
+    except UnicodeDecodeError:  # binary (a cubin) that tvm_ffi tries to return as text
+        return "binary"
+
+
 def compiled(mod):
-    return {f: len(m.inspect_source(f)) for m in mod.imports if m.kind == "cuda" for f in ("cubin", "fatbin", "ptx")}
+    return {f: _size(m, f) for m in mod.imports if m.kind == "cuda" for f in ("cubin", "fatbin", "ptx")}
 
 
 print("CUDA runtime loaded:", tvm.runtime.enabled("cuda"), "| TVM_CUDA_COMPILE_MODE:",
