@@ -126,6 +126,34 @@ def repair_database(work_dir: Path) -> int:
     return dropped
 
 
+def _compact_embedded(value: object) -> object:
+    """``value`` (a decoded record) with every string that holds a JSON object re-encoded without indentation."""
+    if isinstance(value, list):
+        return [_compact_embedded(v) for v in value]
+    if isinstance(value, str) and value.startswith("{\n"):
+        try:
+            return json.dumps(json.loads(value), separators=(",", ":"))
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def compact_database(work_dir: Path) -> int:
+    """Rewrite (atomically) the tuning records with the objects their traces embed as JSON text (index maps of
+    ``TransformLayout``, with spans) re-encoded compactly: MetaSchedule writes them indented, over half of a
+    tensor-core record. Same records, same order, same meaning. Returns the bytes saved."""
+    path = work_dir / "database_tuning_record.json"
+    if not path.exists():
+        return 0
+    lines = _json_lines(path)
+    compact = "".join(json.dumps(_compact_embedded(json.loads(line)), separators=(",", ":")) + "\n"
+                      for line in lines)
+    saved = path.stat().st_size - len(compact.encode())
+    if saved > 0:
+        write_atomic(path, compact.encode())
+    return max(saved, 0)
+
+
 def _record_lines(work_dir: Path) -> list[str]:
     """The database's complete tuning records, one JSON line each, in the order they were measured."""
     return _json_lines(work_dir / "database_tuning_record.json")
@@ -233,6 +261,7 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
                     num_trials_per_iter=min(n, 64), space=spec.generator(wl), seed=0,
                     builder=phases.TimedBuilder(builder), runner=phases.TimedRunner(runner))
         wall = time.monotonic() - t0
+        compact_database(work_dir)
         new = trials_done(work_dir) - done
         per_trial = wall / max(new, 1)
         _log_chunk(work_dir, done + new, new, wall)
