@@ -45,7 +45,10 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
     ``conv2d_int8`` (B is [N, K], the filter's own k-contiguous order: C[m, n] += A[m, k] * B[n, k], what
     ``mma.sync``'s int8 operands need). After this, ``gemm_block(sch, "conv")`` finds it, and the GEMM helpers take
     ``block="conv"``. The output copy (block "Yacc_reindex", which takes in the "cast" or "epilogue" block) is put
-    in (m, n) order too, and C in shared memory.
+    in (m, n) order too, and C in shared memory. The GEMM helpers then take any m (pixels) and n (output channels):
+    where their tiles do not divide, the block is padded to them (``tirbench.schedules.padding``), the pad folds into
+    the im2col fills (predicated, zero-filling ``cp.async``) and the crop into the output copy, which stores only the
+    real pixels and channels. k's tile must divide the input channels (``channel_block``).
     """
     int8 = has_block(sch, "epilogue")
     blk, ext = _conv_block(sch, "NCHW32" if int8 else "NHWC")
@@ -92,12 +95,21 @@ def _inline_im2col(sch: s_tir.Schedule) -> None:
         sch.compute_inline(sch.get_sblock(name))
 
 
+def _input_fill(sch: s_tir.Schedule) -> s_tir.SBlockRV:
+    """The block that fills the im2col tile in shared memory ("Xp_reindex_shared.dyn", or "Xp_reindex_pad_shared.dyn"
+    where the GEMM helper padded M)."""
+    for name in ("Xp_reindex_shared.dyn", "Xp_reindex_pad_shared.dyn"):
+        if has_block(sch, name):
+            return sch.get_sblock(name)
+    raise RuntimeError("no im2col shared-memory fill: run a GEMM helper on conv2d_as_gemm's block first")
+
+
 def _finish(sch: s_tir.Schedule, *, warps: int, vector: int = VECTOR) -> s_tir.Schedule:
     """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
     (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads."""
     _inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
-    sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
+    sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
     _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, vector])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
@@ -110,7 +122,7 @@ def _l1_fill(sch: s_tir.Schedule, on: bool) -> None:
     A 3x3 window reads each input row three times in three consecutive k tiles (the kernel columns), so L1 can serve
     two of them; the filter's fill is read once per block and stays ``.cg``."""
     if on:
-        fill = sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[-4]  # (copies, threadIdx.y, threadIdx.x, 16 B)
+        fill = sch.get_loops(_input_fill(sch))[-4]  # (copies, threadIdx.y, threadIdx.x, 16 B)
         sch.annotate(fill, lowering.L1_FILL, 1)
 
 
@@ -124,7 +136,7 @@ def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
     _inline_im2col(sch)
     _pad_c_rows(sch)
     out = sch.get_sblock("Yacc_reindex")
-    sch.reverse_compute_at(out, sch.get_loops(sch.get_sblock("Xp_reindex_shared.dyn"))[0])
+    sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
     m, n = sch.get_loops(out)[1:]
     per_row = int(sch.get(n).extent) // INT8_VECTOR
     mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])  # a pass covers warps * 32 / per_row pixels

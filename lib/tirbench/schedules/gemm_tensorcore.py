@@ -24,6 +24,16 @@ from tirbench.schedules.tiling import (WARP, bind_blocks, gemm_block, padded, pi
 _TILE_PARAMS = ("block_tile[0]", "block_tile[1]", "tile_k")
 
 
+def _pad(sch: s_tir.Schedule, block: str, tiles: tuple[int, int, int], c_scope: str,
+         mn: tuple[int, int]) -> Padding:
+    """``pad_to_tiles`` for a tensor-core helper: where C is in global memory its padded tile goes to shared memory
+    (``store_through_shared``; checked to fit), where it already is in shared memory (a caller's epilogue) the padded
+    tile stays there (``fold_into_consumer``)."""
+    if c_scope == "global":
+        require_shared_c(tiles[:2], mn)
+    return pad_to_tiles(sch, block, tiles, shared_output=c_scope == "global")
+
+
 def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -> None:
     """ValueError unless the GEMM block reads float16 inputs (``kernel``: what needs them, for the message)."""
     dtype = sch.get(blk).reads[0].source.dtype
@@ -67,17 +77,14 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     _require_float16(sch, blk, kernel="tensor cores need")
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     (bm, bn), (wm, wn) = block_tile, warp_tile
-    pads = c_scope == "global"  # any m, n, k, checked as padded; a caller's shared C (conv epilogues) keeps its shape
-    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS) if pads else (m, n, k)
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)  # any m, n, k, checked as padded
     warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
     require_prefetch(prefetch, stages)
     if not mma and prefetch != "none":
         raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
     require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
                    block_tile=block_tile, tile_k=tile_k, stages=stages)
-    if pads:
-        require_shared_c(block_tile, (m, n))
-    padding = pad_to_tiles(sch, block, (bm, bn, tile_k), shared_output=True) if pads else Padding()
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n))
     blk = sch.get_sblock(block)
     c_scope = sch.get(blk).writes[0].source.scope()
     from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
@@ -135,7 +142,7 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     sch.tensorize(store, intrins["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], intrins["compute"])
     pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
-    padding.store_through_shared(sch, warps)
+    padding.finish(sch, warps)
     return sch
 
 
@@ -181,8 +188,10 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     Divisible shapes compile as without padding.
 
     int8 inputs (C[m, n] += A[m, k] * B[n, k], both K-major, int32 accumulators; ``wgmma ... .s32.s8.s8``) take the
-    same structure; a 128-byte swizzled row then holds 128 values of k (``tile_k`` = 128). They, and a caller's C in
-    shared memory (the convolutions' epilogues), need tiles that divide."""
+    same structure; a 128-byte swizzled row then holds 128 values of k (``tile_k`` = 128); with C in global memory they
+    need tiles that divide. A caller's C in shared memory (the convolutions' epilogues), int8 or float16, takes any
+    m, n, k: the padded tile stays in shared memory and the crop folds into the caller's epilogue
+    (``Padding.fold_into_consumer``)."""
     blk, m, n, k = gemm_block(sch, block)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype not in wgmma_intrin.CHUNK_ELEMS:
@@ -190,11 +199,10 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     elems = wgmma_intrin.CHUNK_ELEMS[dtype]  # per 16-byte copy
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     bm, bn = block_tile
-    pads = c_scope == "global" and dtype == "float16"  # int8 and a caller's shared C (conv epilogues) keep their shapes
+    pads = c_scope != "global" or dtype == "float16"  # an int8 C in global memory (no caller) keeps its shape
+    mn = (m, n)
     if pads:  # any m, n, k: checked as padded to the tiles
-        mn = (m, n)
         m, n, k = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)
-        require_shared_c(block_tile, mn)
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
     require_divides(k, tile_k, param="tile_k", axis="k")
@@ -218,7 +226,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     require_fetch(bm, tile_k, warps * WARP, elems, operand="A")
     require_fetch(bn, tile_k, warps * WARP, elems, operand="B")
     require_shared(stages * (bm + bn) * tile_k * 16 // elems, block_tile=block_tile, tile_k=tile_k, stages=stages)
-    padding = pad_to_tiles(sch, block, (bm, bn, tile_k), shared_output=True) if pads else Padding()
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, mn) if pads else Padding()
     blk = sch.get_sblock(block)
     c_scope = sch.get(blk).writes[0].source.scope()
 
@@ -264,7 +272,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
-    padding.store_through_shared(sch, warps)
+    padding.finish(sch, warps)
     return sch
 
 
@@ -276,7 +284,8 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     v7's structure (block tile -> warps of ``warp_tile``, a ``stages``-deep cp.async pipeline of ``tile_k`` tiles,
     fragments per 32-deep k step) with int8 operands that are both k-contiguous, and shared tiles stored in the
     swizzled layout of ``mma_int8_intrin`` (XOR on 16-byte chunks; conflict-free without padding), filled with
-    16-byte copies, read by ldmatrix intrinsics that address the swizzled rows.
+    16-byte copies, read by ldmatrix intrinsics that address the swizzled rows. A caller's C in shared memory (the
+    convolution's epilogue) takes any m, n, k, as in ``gemm_v8_wgmma``; C in global memory needs tiles that divide.
     """
     blk, m, n, k = gemm_block(sch, block)
     dtype = sch.get(blk).reads[0].source.dtype
@@ -285,9 +294,13 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     c_scope = sch.get(blk).writes[0].source.scope()
     (bm, bn), (wm, wn) = block_tile, warp_tile
     chunk = mma_int8_intrin.CHUNK
-    warps = _require_warp_tiles((m, n, k), block_tile, warp_tile, tile_k, stages, raster,
+    pads = c_scope != "global"  # a caller's shared C (the convolution's epilogue) takes any m, n; C in global memory
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS) if pads else (m, n, k)
+    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster,
                                 k_step=mma_int8_intrin.PANEL, vector=chunk)
     require_shared(stages * (bm + bn) * tile_k, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
+    blk = sch.get_sblock(block)
     names = mma_int8_intrin.register()
     from tvm.s_tir.tensor_intrin import cuda as tc
 
@@ -341,6 +354,7 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     sch.tensorize(store, names["store"][c_scope])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True)
+    padding.finish(sch, warps)
     return sch
 
 

@@ -11,7 +11,9 @@ one, then ``Padding`` folds the pad blocks away, so no padded copy of A, B or C 
 - the output crop is either inlined into the SIMT kernels' register write-back (``store_direct``: each store of C
   predicated), or, for the tensor-core kernels, whose stores are tensor intrinsics that cannot take a predicate,
   the accumulators go to a shared-memory tile of C first and a predicated copy writes it out
-  (``store_through_shared``; TVM reuses the pipeline's shared memory for that tile).
+  (``store_through_shared``; TVM reuses the pipeline's shared memory for that tile); where C already is a
+  shared-memory tile that a caller's epilogue reads (the implicit-GEMM convolutions), the crop is inlined into that
+  epilogue (``fold_into_consumer``), which then stores only the real rows and columns.
 
 Predicates come out uniform over a 16-byte vector exactly when the rows of the tensor it reads or writes are 16-byte
 aligned (a multiple of 4 floats or 8 halves long): TVM then keeps the vector copy, else it falls back to element
@@ -70,6 +72,22 @@ class Padding:
         self.inline_inputs(sch)
         if self.output:
             sch.reverse_compute_inline(sch.get_sblock(self.output))
+
+    def fold_into_consumer(self, sch: s_tir.Schedule) -> None:
+        """``inline_inputs``, and inline the crop into the block that reads C, for a caller whose C is in shared
+        memory (the convolutions' epilogues): that block then reads the padded tile, its loops still over the real
+        extents, so its rows past them are never written out."""
+        self.inline_inputs(sch)
+        if self.output:
+            sch.compute_inline(sch.get_sblock(self.output))
+
+    def finish(self, sch: s_tir.Schedule, warps: int) -> None:
+        """After a tensor-core helper: ``store_through_shared`` where C is in global memory, else
+        ``fold_into_consumer``."""
+        if self.output and sch.get(sch.get_sblock(self.output)).writes[0].source.scope() == "global":
+            self.store_through_shared(sch, warps)
+        else:
+            self.fold_into_consumer(sch)
 
     def store_through_shared(self, sch: s_tir.Schedule, warps: int) -> None:
         """``inline_inputs``, and copy the block tile of C (in shared memory, rows padded by ``C_ROW_PAD``) to C

@@ -1,0 +1,76 @@
+"""The implicit-GEMM convolution helpers at shapes their tiles do not divide (GEMM M = N*OH*OW, N = output
+channels): the conv block is padded to the tiles after its reindex to GEMM shape, the pad folds into the im2col
+fills (zero-filling predicated cp.async) and the crop into the epilogue, which stores only real pixels and channels.
+Checked here: they build for sm_90a (and nvcc takes the CUDA), every access of X, W, Y (and the int8 epilogue's
+bias, scale and residual) is proven in bounds under the kernel's predicates, and divisible shapes are not padded."""
+import shutil
+
+import pytest
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from test_any_shape import BoundsProof, lowered
+from tirbench.cuda_source import device_source, nvcc_report
+from tirbench.schedules.conv2d_tensorcore import (CONV_TC_CONFIG, conv2d_int8_mma, conv2d_int8_wgmma, conv2d_nhwc_mma,
+                                                  conv2d_nhwc_wgmma)
+from tirbench.workloads import conv2d, conv2d_int8
+
+
+def fp16(n, c, h, w, k):
+    return conv2d(n, c, h, w, k, 3, 3, 1, 1, layout="NHWC", dtype="float16")
+
+
+def int8(n, c, h, w, k):
+    return conv2d_int8(n, c, h, w, k, residual=True)
+
+
+#: (helper, its tiles, the workload factory): 128-row tiles against GEMM M = 1568 (batch 32 at 7x7) and 147 (batch 3),
+#: 128-column tiles against 96 output channels.
+HELPERS = {
+    "nhwc_wgmma": (conv2d_nhwc_wgmma, dict(block_tile=(128, 128), stages=4), fp16),
+    "nhwc_mma": (conv2d_nhwc_mma, dict(block_tile=(128, 128), warp_tile=(64, 64)), fp16),
+    "int8_wgmma": (conv2d_int8_wgmma, dict(block_tile=(128, 128), stages=3, overlap=True), int8),
+    "int8_mma": (conv2d_int8_mma, dict(block_tile=(128, 128), warp_tile=(32, 64), tile_k=64, stages=4), int8),
+}
+ODD = [(32, 128, 7, 7, 128), (3, 128, 7, 7, 96)]
+BUFFERS = ("X", "W", "Y", "Bias", "Scale", "Residual")
+
+
+def scheduled(name: str, shape: tuple[int, ...]) -> s_tir.Schedule:
+    helper, params, make = HELPERS[name]
+    return helper(s_tir.Schedule(make(*shape).mod), **params)
+
+
+def unproven(mod: tvm.IRModule) -> tuple[list[str], int]:
+    proof = BoundsProof(BUFFERS)
+    proof.stmt(lowered(mod).body)
+    return proof.unproven, proof.checked
+
+
+@pytest.mark.parametrize("shape", ODD, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", HELPERS)
+def test_conv_helper_pads_builds_and_stays_in_bounds(name, shape):
+    sch = scheduled(name, shape)
+    assert "pad_einsum" in str(sch.trace)
+    with tvm.transform.PassContext(config=CONV_TC_CONFIG):
+        src = device_source(sch)
+    assert "cp_async_legacy_pred" in src   # the fills stay asynchronous, their padding predicated
+    if shutil.which("nvcc"):
+        assert any("registers" in line for line in nvcc_report(src))
+    missed, checked = unproven(sch.mod)
+    assert checked >= 3 and not missed, missed[:3]
+
+
+def test_the_proof_rests_on_the_epilogue_guard():
+    """With the ifs dropped, the store of Y past the last pixel is no longer proven in bounds."""
+    func = lowered(scheduled("nhwc_wgmma", ODD[0]).mod)
+    unguarded = tvm_ffi.structural_map(tvm.IRModule({"main": func}), (tirx.IfThenElse, lambda s: s.then_case))
+    proof = BoundsProof(("Y",))
+    proof.stmt(unguarded["main"].body)
+    assert proof.unproven
+
+
+@pytest.mark.parametrize("name", HELPERS)
+def test_divisible_conv_shapes_are_not_padded(name):
+    assert "pad_einsum" not in str(scheduled(name, (2, 128, 8, 8, 128)).trace)   # GEMM M = 128
