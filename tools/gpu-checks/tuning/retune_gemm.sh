@@ -11,5 +11,5 @@ SECONDS_LEFT=${2:-480}
 export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 timeout $((SECONDS_LEFT + 60)) python3 -m tirbench.tuning gemm 4096 4096 4096 --dtype "$DTYPE" --trials 512 --chunk 48 \
   --seconds "$SECONDS_LEFT" 2>&1 | tr '\r' '\n' | grep -E "tuning\]|seconds per trial|rror" | grep -v "^tuning "
-tar czf "${OUT:-build}/tuning.tgz" results/tuning/throughput.csv "results/tuning/gemm/${DTYPE}_4096x4096x4096" \
-  --exclude=logs && echo "tuning.tgz: unpack with: tar xzf tuning.tgz -C /work/main"
+tar czf "${OUT:-build}/tuning.tgz" --exclude=logs results/tuning/throughput.csv \
+  "results/tuning/gemm/${DTYPE}_4096x4096x4096" && echo "tuning.tgz: unpack with: tar xzf tuning.tgz -C /work/main"
