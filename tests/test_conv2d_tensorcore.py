@@ -115,8 +115,8 @@ def test_wmma_candidates_pass_the_gpu_check_built_as_they_are():
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 64, 4, 4, 64, dtype="float16").mod)), "NHWC"),
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 48, 4, 4, 64, layout="NHWC", dtype="float16").mod)),
      "channel_block"),
-    (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(1, 64, 7, 7, 64, layout="NHWC", dtype="float16").mod)),
-     "does not divide m=49"),
+    (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(1, 64, 7, 7, 256, layout="NHWC", dtype="float16").mod),
+                               block_tile=(128, 256), stages=8), "shared memory"),   # m=49 itself is padded
     (lambda: conv2d_wmma_design(s_tir.Schedule(conv2d(1, 16, 2, 3, 32, layout="NHWC", dtype="float16").mod),
                                 im=16), "admits"),
     (lambda: conv2d(1, 16, 4, 4, 16, dtype="int8"), "unsupported dtype"),
