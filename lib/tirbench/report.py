@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -61,11 +62,21 @@ class Sweep:
 
     @property
     def start(self) -> str:
-        return f"<!-- {self.marker}:start -->"
+        return _markers(self.marker)[0]
 
     @property
     def end(self) -> str:
-        return f"<!-- {self.marker}:end -->"
+        return _markers(self.marker)[1]
+
+
+def _markers(name: str) -> tuple[str, str]:
+    """The README comments that open and close the generated section ``name``."""
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def _run_label(df: pd.DataFrame) -> str:
+    """The line under a generated table: the GPU, driver and run its rows come from."""
+    return f"{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
 
 
 SWEEPS: list[Sweep] = [
@@ -136,7 +147,7 @@ def sweep_table(root: Path, sweep: Sweep = SWEEPS[0]) -> str:
     if not ratios:
         return "not run on a GPU yet"
     lines.append(f"| geometric mean over {len(ratios)} layers | | | | | **{float(np.exp(np.mean(np.log(ratios)))):.3f}x** |")
-    return "\n".join(lines) + f"\n\n{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
 
 
 def padded_table(root: Path) -> str:
@@ -146,7 +157,8 @@ def padded_table(root: Path) -> str:
     padded = df[df["variant"].astype(str).str.endswith("_padded")] if not df.empty else df
     if padded.empty:
         return "not run on a GPU yet"
-    lines = ["| shape (MxNxK) | kernel | dtype | ms | TFLOP/s | cuBLAS TFLOP/s | kernel / cuBLAS |", "|---|---|---|---:|---:|---:|---:|"]
+    lines = ["| shape (MxNxK) | kernel | dtype | ms | TFLOP/s | cuBLAS TFLOP/s | kernel / cuBLAS |",
+             "|---|---|---|---:|---:|---:|---:|"]
     for r in padded.itertuples():
         vendor = df[(df["shape"] == r.shape) & (df["variant"] == f"cublas_{r.dtype}")]
         if vendor.empty:
@@ -154,7 +166,7 @@ def padded_table(root: Path) -> str:
         v = vendor.iloc[-1]
         lines.append(f"| {r.shape} | {r.variant} | {r.dtype} | {r.median_ms:.4f} | {r.gflops / 1e3:.1f} | "
                      f"{v['gflops'] / 1e3:.1f} | {r.gflops / v['gflops']:.3f}x |")
-    return "\n".join(lines) + f"\n\n{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
 
 
 def throughput_table(root: Path) -> str:
@@ -180,6 +192,12 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
+def _replace_section(text: str, name: str, table: Callable[[], str]) -> str:
+    """``text`` with the generated section ``name`` rewritten by ``table()``, where ``text`` has that section."""
+    start, end = _markers(name)
+    return _replace(text, start, end, table()) if start in text and end in text else text
+
+
 def update_readme(readme: Path, root: Path) -> bool:
     """Replace the marked sections of ``readme``; returns whether the file changed."""
     text = readme.read_text()
@@ -187,12 +205,9 @@ def update_readme(readme: Path, root: Path) -> bool:
         raise ValueError(f"{readme} has no {START} ... {END} section")
     new = _replace(text, START, END, headline_table(root))
     for sweep in SWEEPS:
-        if sweep.start in new and sweep.end in new:
-            new = _replace(new, sweep.start, sweep.end, sweep_table(root, sweep))
-    for marker, table in SECTIONS.items():
-        start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
-        if start in new and end in new:
-            new = _replace(new, start, end, table(root))
+        new = _replace_section(new, sweep.marker, lambda sweep=sweep: sweep_table(root, sweep))
+    for name, table in SECTIONS.items():
+        new = _replace_section(new, name, lambda table=table: table(root))
     if new != text:
         readme.write_text(new)
     return new != text

@@ -57,10 +57,12 @@ def require_shared_c(block_tile: tuple[int, int], mn: tuple[int, int]) -> None:
 
 @dataclass(frozen=True)
 class Padding:
-    """The blocks ``pad_einsum`` added: the input pad blocks (``inputs``) and the output crop (``output``)."""
+    """The blocks ``pad_einsum`` added: the input pad blocks (``inputs``) and the output crop (``output``); and
+    whether the padded C was moved to shared memory for ``store_through_shared`` (``through_shared``)."""
 
     inputs: tuple[str, ...] = ()
     output: str | None = None
+    through_shared: bool = False
 
     def inline_inputs(self, sch: s_tir.Schedule) -> None:
         """Inline the input pad blocks into their consumers (the helper's shared-memory fills)."""
@@ -82,9 +84,9 @@ class Padding:
             sch.compute_inline(sch.get_sblock(self.output))
 
     def finish(self, sch: s_tir.Schedule, warps: int) -> None:
-        """After a tensor-core helper: ``store_through_shared`` where C is in global memory, else
-        ``fold_into_consumer``."""
-        if self.output and sch.get(sch.get_sblock(self.output)).writes[0].source.scope() == "global":
+        """After a tensor-core helper: ``store_through_shared`` where ``pad_to_tiles`` moved the padded C to shared
+        memory (C in global memory), else ``fold_into_consumer``."""
+        if self.through_shared:
             self.store_through_shared(sch, warps)
         else:
             self.fold_into_consumer(sch)
@@ -127,4 +129,4 @@ def pad_to_tiles(sch: s_tir.Schedule, block: str, tiles: tuple[int, int, int], *
     output = f"{names[-1]}_pad" if f"{names[-1]}_pad" in added else None
     if output and shared_output:
         sch.set_scope(blk, 0, "shared.dyn")
-    return Padding(inputs, output)
+    return Padding(inputs, output, through_shared=bool(output and shared_output))
