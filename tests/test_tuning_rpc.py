@@ -137,6 +137,15 @@ def test_tuned_evaluator_flushes_before_every_repeat_and_stops_slow_candidates()
     assert len(measure.run_evaluator_local(ex.mod, tvm.cpu(0), config, [args])) == 1 and count() - before == 6
 
 
+def test_tuned_local_runner_allocates_a_workloads_arguments_once():
+    info = [["TENSOR", "float32", [8, 8]], ["TENSOR", "float32", [8, 4]]]
+    first = measure.alloc_cached(tvm.cpu(0), info, 2)
+    assert [[tuple(a.shape) for a in args] for args in first] == [[(8, 8), (8, 4)]] * 2
+    assert measure.alloc_cached(tvm.cpu(0), info, 2) is first            # the next candidate: the same tensors
+    other = measure.alloc_cached(tvm.cpu(0), [["TENSOR", "float32", [4, 4]]], 1)
+    assert other is not first and list(measure._args_cache.values()) == [other]   # one workload's kept at a time
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with Cluster(port=free_port(), key="cpu", devices=None, servers=2, host="127.0.0.1",

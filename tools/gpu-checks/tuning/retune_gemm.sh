@@ -1,15 +1,46 @@
 #!/usr/bin/env bash
-# Issue #17 part 4: MetaSchedule's default rules on the 4096^3 GEMM toward 512 trials, one bounded chunk per `run` call.
-#   . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/retune_gemm.sh float16 480
-# (dtype, seconds; about 21 trials/min for float16, 6 for float32 on an H100). Resumes from the database in the tree and
-# leaves $OUT/tuning.tgz (that database + throughput.csv): unpack it here before the next call, which otherwise starts
-# again from the committed records (each call copies the local tree).
+# Issue #17 part 4: MetaSchedule's default rules on the 4096^3 GEMM, float16 then float32, toward 512 trials each.
+# The tuning outlives the `run` calls: it runs in its own process session (the machine keeps such a process until it
+# goes back) in a copy of the tree under /tmp/retune, out of the way of the tree each call copies over the repo.
+#   first call:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/retune_gemm.sh start 1750 && \
+#                bash tools/gpu-checks/tuning/retune_gemm.sh wait 560
+#   next calls:  bash tools/gpu-checks/tuning/retune_gemm.sh wait 590
+# start SECONDS: tune for at most SECONDS in all, one process per dtype (the builder pool, the tensor-intrinsic import
+# and the runner's arguments are made once per dtype). wait SECONDS: wait that long or until the tuning has ended,
+# print its progress lines, and leave $OUT/tuning.tgz: both databases and throughput.csv as they are now (records
+# are written as they are measured). Unpack it here: tar xzf tuning.tgz -C /work/main
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-DTYPE=${1:-float16}
-SECONDS_LEFT=${2:-480}
-export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-timeout $((SECONDS_LEFT + 60)) python3 -m tirbench.tuning gemm 4096 4096 4096 --dtype "$DTYPE" --trials 512 --chunk 48 \
-  --seconds "$SECONDS_LEFT" 2>&1 | tr '\r' '\n' | grep -E "tuning\]|seconds per trial|rror" | grep -v "^tuning "
-tar czf "${OUT:-build}/tuning.tgz" --exclude=logs results/tuning/throughput.csv \
-  "results/tuning/gemm/${DTYPE}_4096x4096x4096" && echo "tuning.tgz: unpack with: tar xzf tuning.tgz -C /work/main"
+WORK=/tmp/retune
+DBS="results/tuning/gemm/float16_4096x4096x4096 results/tuning/gemm/float32_4096x4096x4096"
+
+tune_all() {  # in $WORK, until the deadline $1 (epoch seconds)
+  for dtype in float16 float32; do
+    left=$(($1 - $(date +%s)))
+    [ "$left" -gt 120 ] || break
+    timeout "$((left + 30))" python3 -m tirbench.tuning gemm 4096 4096 4096 --dtype "$dtype" --trials 512 \
+      --chunk 48 --seconds "$left"
+  done
+  touch "$WORK/DONE"
+}
+
+case "${1:-}" in
+  start)
+    rm -rf "$WORK" && mkdir -p "$WORK"
+    tar --exclude=./.gpukit --exclude=./build --exclude=./.venv -cf - . | tar -xf - -C "$WORK"
+    export PYTHONPATH=$WORK/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$WORK
+    deadline=$(($(date +%s) + ${2:-1750}))
+    cd "$WORK" && setsid bash -c "$(declare -f tune_all); WORK=$WORK; tune_all $deadline" >"$WORK/retune.log" 2>&1 \
+      </dev/null &
+    echo "tuning in $WORK until $(date -u -d "@$deadline" +%H:%M:%S) UTC; log $WORK/retune.log"
+    ;;
+  wait)
+    end=$(($(date +%s) + ${2:-590}))
+    while [ "$(date +%s)" -lt "$end" ] && [ ! -e "$WORK/DONE" ]; do sleep 5; done
+    tr '\r' '\n' <"$WORK/retune.log" | grep -E "tuning\]|seconds per trial|rror|Killed" | grep -v "^tuning "
+    [ -e "$WORK/DONE" ] && echo "tuning ended" || echo "tuning goes on"
+    tar czf "${OUT:-build}/tuning.tgz" -C "$WORK" --exclude=logs results/tuning/throughput.csv $DBS &&
+      echo "tuning.tgz: unpack with: tar xzf tuning.tgz -C /work/main"
+    ;;
+  *) echo "usage: $0 start SECONDS | wait SECONDS" >&2; exit 2 ;;
+esac
