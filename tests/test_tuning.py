@@ -5,6 +5,7 @@ import pickle
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import tvm
 from tvm import s_tir
@@ -214,6 +215,17 @@ def test_candidate_build_uses_the_tuned_pass_config():
     src = f_build(sch.mod, space_target("v5"), None).imports[0].inspect_source()
     assert config == SIMT_ASYNC_CONFIG and "cp.async" in src
     assert tuned_pass_config(WL) == {}
+
+
+def test_where_it_flattens_names_the_trial_the_curve_reaches_its_final_best():
+    from tirbench.tuning import where_it_flattens
+
+    h = pd.DataFrame({"trial": range(1, 9), "gflops": [0.0, 10, 50, 40, 99.5, 20, 100, 30]})
+    h["best_gflops"] = h["gflops"].cummax()
+    assert where_it_flattens(h) == {"trials": 8, "best_gflops": 100.0, "flat_from": 5, "half_budget": 0.5}
+    assert where_it_flattens(h, fraction=1.0)["flat_from"] == 7
+    failed = pd.DataFrame({"trial": [1, 2], "gflops": [0.0, 0.0], "best_gflops": [0.0, 0.0]})
+    assert where_it_flattens(failed) == {"trials": 2, "best_gflops": 0.0, "flat_from": 0, "half_budget": 0.0}
 
 
 def test_tuner_vs_harness_puts_the_recorded_best_beside_the_replayed_time(tmp_path):

@@ -307,6 +307,19 @@ def tuning_history(work_dir: Path, flops: int) -> pd.DataFrame:
     return df
 
 
+def where_it_flattens(history: pd.DataFrame, fraction: float = 0.99) -> dict[str, float]:
+    """Where a tuning curve (``tuning_history``) flattens: ``trials``; ``best_gflops`` at the end; ``flat_from``, the
+    first trial whose best so far is within ``fraction`` of the final best (0 without a successful trial); and
+    ``half_budget``, the best after half the trials as a fraction of the final best (near 1: the second half
+    found little; well below: the curve is still rising and a larger budget would likely pay)."""
+    best = history["best_gflops"].to_numpy()
+    final = float(best[-1]) if len(best) else 0.0
+    if final <= 0:
+        return {"trials": len(best), "best_gflops": 0.0, "flat_from": 0, "half_budget": 0.0}
+    return {"trials": len(best), "best_gflops": final, "flat_from": int(np.argmax(best >= fraction * final)) + 1,
+            "half_budget": float(best[(len(best) - 1) // 2]) / final}
+
+
 def tuner_vs_harness(work_dir: Path, m: Measurement) -> str:
     """One line: the best trial's rate as MetaSchedule's runner recorded it in ``work_dir`` beside the rate the
     harness measured for the replayed kernel ``m`` (verified, L2 flushed, median): where they differ, the tuner
