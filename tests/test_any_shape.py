@@ -298,11 +298,20 @@ class BoundsProof:
             raise TypeError(f"BoundsProof: unknown statement {type(s).__name__}")
 
 
-def unproven_accesses(mod: tvm.IRModule) -> tuple[list[str], int]:
-    """Accesses of A, B and C in ``mod``'s lowered kernel not proven in bounds, and how many were checked."""
-    proof = BoundsProof(("A", "B", "C"))
+def unproven_accesses(mod: tvm.IRModule, buffers: tuple[str, ...] = ("A", "B", "C")) -> tuple[list[str], int]:
+    """Accesses of ``buffers`` in ``mod``'s lowered kernel not proven in bounds, and how many were checked."""
+    proof = BoundsProof(buffers)
     proof.stmt(lowered(mod).body)
     return proof.unproven, proof.checked
+
+
+def unproven_without_guards(mod: tvm.IRModule, buffers: tuple[str, ...]) -> list[str]:
+    """The accesses of ``buffers`` not proven in bounds once every ``if`` of ``mod``'s lowered kernel is replaced by
+    its then-branch: non-empty where the proof rests on the kernel's predicates."""
+    unguarded = tvm_ffi.structural_map(tvm.IRModule({"main": lowered(mod)}), (tirx.IfThenElse, lambda s: s.then_case))
+    proof = BoundsProof(buffers)
+    proof.stmt(unguarded["main"].body)
+    return proof.unproven
 
 
 @pytest.mark.parametrize("size", [(1, 7, 9), (2000, 3000, 1000), (37, 4096, 4096)],
@@ -331,11 +340,7 @@ def test_bounds_proof_flags_an_unguarded_access():
 @pytest.mark.parametrize("name", ["v5_warp_tiled", "v8_wgmma"])
 def test_bounds_proof_needs_the_padding_predicates(name):
     """With the ifs around the stores of C dropped, the proof fails on C: it rests on the predicates."""
-    func = lowered(schedule(name, (2000, 3000, 1000)).mod)
-    unguarded = tvm_ffi.structural_map(tvm.IRModule({"main": func}), (tirx.IfThenElse, lambda s: s.then_case))
-    proof = BoundsProof(("C",))
-    proof.stmt(unguarded["main"].body)
-    assert proof.unproven
+    assert unproven_without_guards(schedule(name, (2000, 3000, 1000)).mod, ("C",))
 
 
 # -- divisible shapes unchanged, hardware limits still one line --------------------------------------------------

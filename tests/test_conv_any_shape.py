@@ -7,10 +7,9 @@ import shutil
 
 import pytest
 import tvm
-import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import s_tir
 
-from test_any_shape import BoundsProof, lowered
+from test_any_shape import unproven_accesses, unproven_without_guards
 from tirbench.cuda_source import device_source, nvcc_report
 from tirbench.schedules.conv2d_tensorcore import (CONV_TC_CONFIG, conv2d_int8_mma, conv2d_int8_wgmma, conv2d_nhwc_mma,
                                                   conv2d_nhwc_wgmma)
@@ -42,12 +41,6 @@ def scheduled(name: str, shape: tuple[int, ...]) -> s_tir.Schedule:
     return helper(s_tir.Schedule(make(*shape).mod), **params)
 
 
-def unproven(mod: tvm.IRModule) -> tuple[list[str], int]:
-    proof = BoundsProof(BUFFERS)
-    proof.stmt(lowered(mod).body)
-    return proof.unproven, proof.checked
-
-
 @pytest.mark.parametrize("shape", ODD, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", HELPERS)
 def test_conv_helper_pads_builds_and_stays_in_bounds(name, shape):
@@ -58,17 +51,13 @@ def test_conv_helper_pads_builds_and_stays_in_bounds(name, shape):
     assert "cp_async_legacy_pred" in src   # the fills stay asynchronous, their padding predicated
     if shutil.which("nvcc"):
         assert any("registers" in line for line in nvcc_report(src))
-    missed, checked = unproven(sch.mod)
+    missed, checked = unproven_accesses(sch.mod, BUFFERS)
     assert checked >= 3 and not missed, missed[:3]
 
 
 def test_the_proof_rests_on_the_epilogue_guard():
     """With the ifs dropped, the store of Y past the last pixel is no longer proven in bounds."""
-    func = lowered(scheduled("nhwc_wgmma", ODD[0]).mod)
-    unguarded = tvm_ffi.structural_map(tvm.IRModule({"main": func}), (tirx.IfThenElse, lambda s: s.then_case))
-    proof = BoundsProof(("Y",))
-    proof.stmt(unguarded["main"].body)
-    assert proof.unproven
+    assert unproven_without_guards(scheduled("nhwc_wgmma", ODD[0]).mod, ("Y",))
 
 
 @pytest.mark.parametrize("name", HELPERS)

@@ -14,25 +14,23 @@ cd "$(dirname "$0")/../../.."
 WORK=/tmp/retune
 DBS="results/tuning/gemm/float16_4096x4096x4096 results/tuning/gemm/float32_4096x4096x4096"
 
-tune_all() {  # in $WORK, until the deadline $1 (epoch seconds)
-  for dtype in float16 float32; do
-    left=$(($1 - $(date +%s)))
-    [ "$left" -gt 120 ] || break
-    timeout "$((left + 30))" python3 -m tirbench.tuning gemm 4096 4096 4096 --dtype "$dtype" --trials 512 \
-      --chunk 48 --seconds "$left"
-  done
-  touch "$WORK/DONE"
-}
-
 case "${1:-}" in
   start)
     rm -rf "$WORK" && mkdir -p "$WORK"
     tar --exclude=./.gpukit --exclude=./build --exclude=./.venv -cf - . | tar -xf - -C "$WORK"
-    export PYTHONPATH=$WORK/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$WORK
     deadline=$(($(date +%s) + ${2:-1750}))
-    cd "$WORK" && setsid bash -c "$(declare -f tune_all); WORK=$WORK; tune_all $deadline" >"$WORK/retune.log" 2>&1 \
-      </dev/null &
+    setsid "$WORK/tools/gpu-checks/tuning/retune_gemm.sh" tune "$deadline" >"$WORK/retune.log" 2>&1 </dev/null &
     echo "tuning in $WORK until $(date -u -d "@$deadline" +%H:%M:%S) UTC; log $WORK/retune.log"
+    ;;
+  tune)  # (started by `start`, in the copy) until the deadline $2, in epoch seconds
+    export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$PWD
+    for dtype in float16 float32; do
+      left=$(($2 - $(date +%s)))
+      [ "$left" -gt 120 ] || break
+      timeout "$((left + 30))" python3 -m tirbench.tuning gemm 4096 4096 4096 --dtype "$dtype" --trials 512 \
+        --chunk 48 --seconds "$left"
+    done
+    touch DONE
     ;;
   wait)
     end=$(($(date +%s) + ${2:-590}))
