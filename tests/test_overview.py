@@ -114,16 +114,24 @@ def test_throughput_plot_by_setup_and_gpus_and_without_a_file(root):
     empty = overview.throughput_figure(overview.tuning_throughput(root))   # no throughput.csv yet
     assert "no tuning run recorded yet" in empty.axes[0].texts[0].get_text()
     base = dict(timestamp="2026-11-24T00:00:00+00:00", workload="conv2d", shape="1x256x14x14x256x3x3x1x1",
-                dtype="float32", space="default", trials=64, seconds=60.0, best_gflops=900.0)
-    rows = [dict(base, run_id=f"r{i}", gpu=gpu, gpus=n, runner=runner, setup=setup, trials_per_min=rate)
-            for i, (gpu, n, runner, setup, rate) in enumerate([
-                (H100, 1, "local", "stock", 20.0), (H100, 1, "local", "tuned", 40.0), (H100, 1, "local", "tuned", 44.0),
-                (H200, 2, "rpc", "tuned", 80.0), ("cpu", 2, "rpc", "tuned", 5.0)])]
+                dtype="float32", space="default", best_gflops=900.0)
+    rows = [dict(base, run_id=f"r{i}", gpu=gpu, gpus=n, runner=runner, setup=setup, trials=trials, seconds=seconds,
+                 trials_per_min=60 * trials / seconds)
+            for i, (gpu, n, runner, setup, trials, seconds) in enumerate([
+                (H100, 1, "local", "stock", 32, 96.0), (H100, 1, "local", "tuned", 32, 64.0),
+                (H100, 1, "local", "tuned", 96, 96.0), (H100, 1, "rpc", "tuned", 16, 96.0),
+                (H200, 2, "rpc", "tuned", 64, 48.0), ("cpu", 2, "rpc", "tuned", 8, 96.0)])]
     throughput.append_rows(throughput.path_for(root), rows)
     runs = overview.tuning_throughput(root)
     assert "cpu" not in set(runs["gpu"])   # the tests' CPU runs are not GPU throughput
-    table = overview.throughput_table(runs).set_index(["gpu", "gpus", "setup"])
-    assert table.loc[(H100, 1, "tuned"), "trials_per_min"] == 42.0 and table.loc[(H100, 1, "tuned"), "runs"] == 2
+    table = overview.throughput_table(runs).set_index(["gpu", "gpus", "runner", "setup"])
+    local = table.loc[(H100, 1, "local", "tuned")]   # 128 trials in 160 s: 48/min, not the median of 30 and 60
+    assert (local["runs"], local["trials_per_min"], local["fastest_run"]) == (2, 48.0, 60.0)
     fig = overview.throughput_figure(runs)
     heights = sorted(p.get_height() for ax in fig.axes for p in ax.patches)
-    assert heights == [20.0, 42.0, 80.0] and len([ax for ax in fig.axes if ax.patches]) == 2
+    assert heights == [10.0, 20.0, 48.0, 80.0] and len([ax for ax in fig.axes if ax.patches]) == 2
+    h100 = next(ax for ax in fig.axes if "H100" in ax.get_title())
+    assert [t.get_text() for t in h100.get_xticklabels()] == ["local, 1 GPU", "rpc, 1 GPU"]
+    assert [t.get_text() for t in h100.get_legend().get_texts()] == ["tuned", "stock"]
+    h200 = next(ax for ax in fig.axes if "H200" in ax.get_title())
+    assert [t.get_text() for t in h200.get_legend().get_texts()] == ["tuned"]   # no empty "stock" entry

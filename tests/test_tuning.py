@@ -245,3 +245,16 @@ def test_tuner_vs_harness_puts_the_recorded_best_beside_the_replayed_time(tmp_pa
     line = tuner_vs_harness(wd, half)
     assert line.startswith("metaschedule_v5_space_float32: tuner recorded ") and line.endswith("(0.50x)")
     assert f"{best / 1e3:.2f} TFLOP/s for its best trial" in line
+
+
+def test_cli_budget_already_reached_says_so_and_touches_nothing(tmp_path, capsys):
+    from tirbench.tuning import main
+
+    db = tmp_path / "db"
+    shutil.copytree(RECORDED, db / RECORDED.relative_to(ROOT / "results" / "tuning"))
+    done = trials_done(RECORDED)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in db.rglob("*"))
+    assert main(["gemm", "1024", "1024", "1024", "--trials", str(done), "--db", str(db)]) == 0   # no GPU needed
+    assert capsys.readouterr().out.strip() == (f"[tuning] gemm 1024x1024x1024 float32: {done} trials recorded, "
+                                               f"budget {done}: nothing to tune")
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in db.rglob("*")) == before

@@ -242,17 +242,21 @@ PANEL = ["gpu", "workload", "shape", "dtype", "space"]
 
 
 def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU model, workload, number of GPUs, runner and setup: the runs, their trials and the median trials/min."""
+    """Per GPU model, workload, number of GPUs, runner and setup: the runs, their trials and seconds, the trials per
+    minute over all of them (trials / seconds, so a long run weighs more than a short one) and the fastest run's."""
     if df.empty:
         return pd.DataFrame()
-    return (df.groupby([*PANEL, "gpus", "runner", "setup"])
-            .agg(runs=("run_id", "nunique"), trials=("trials", "sum"), trials_per_min=("trials_per_min", "median"))
-            .reset_index())
+    table = (df.groupby([*PANEL, "gpus", "runner", "setup"])
+             .agg(runs=("run_id", "nunique"), trials=("trials", "sum"), seconds=("seconds", "sum"),
+                  fastest_run=("trials_per_min", "max"))
+             .reset_index())
+    table["trials_per_min"] = (60 * table["trials"] / table["seconds"]).round(2)
+    return table
 
 
 def throughput_figure(df: pd.DataFrame) -> plt.Figure:
-    """Trials per minute (median over the recorded runs) against the number of GPUs measuring at once, a bar per
-    setup, one panel per GPU model and workload; a note where nothing is recorded."""
+    """Trials per minute (``throughput_table``'s, over all recorded runs) for each runner and number of GPUs
+    measuring at once, a bar per setup, one panel per GPU model and workload; a note where nothing is recorded."""
     table = throughput_table(df)
     panels = list(table.groupby(PANEL, sort=True)) if len(table) else []
     cols = min(max(len(panels), 1), 3)
@@ -263,13 +267,16 @@ def throughput_figure(df: pd.DataFrame) -> plt.Figure:
         axes[0, 0].text(0.5, 0.5, "no tuning run recorded yet\n(results/tuning/throughput.csv)", ha="center",
                         va="center", transform=axes[0, 0].transAxes, color="0.4")
     for ax, ((gpu, wl, shape, dtype, space), g) in zip(axes.flat, panels):
-        counts = sorted(g["gpus"].unique())
-        for i, setup in enumerate(throughput.SETUPS):
-            rates = g[g["setup"] == setup].groupby("gpus")["trials_per_min"].median()
-            xs = [counts.index(n) + (i - 0.5) * 0.38 for n in rates.index]
-            bars = ax.bar(xs, rates.to_numpy(), width=0.36, color=f"C{i}", label=setup)
+        slots = sorted(set(zip(g["gpus"], g["runner"])), key=lambda s: (s[0], throughput.RUNNERS.index(s[1])))
+        setups = [s for s in throughput.SETUPS if (g["setup"] == s).any()]
+        width = 0.8 / len(setups)
+        for i, setup in enumerate(setups):
+            rows = g[g["setup"] == setup]
+            xs = [slots.index(slot) + (i - (len(setups) - 1) / 2) * width for slot in zip(rows["gpus"], rows["runner"])]
+            bars = ax.bar(xs, rows["trials_per_min"].to_numpy(), width=0.95 * width,
+                          color=f"C{throughput.SETUPS.index(setup)}", label=setup)
             ax.bar_label(bars, fmt="%.1f", fontsize=7)
-        ax.set_xticks(range(len(counts)), [f"{n} GPU{'s' if n > 1 else ''}" for n in counts])
+        ax.set_xticks(range(len(slots)), [f"{runner}, {n} GPU{'s' if n > 1 else ''}" for n, runner in slots])
         ax.set(ylabel="trials per minute", title=f"{gpu}\n{wl} {dtype} {shape} ({space})")
         ax.title.set_fontsize(8)
         ax.legend(fontsize=7)

@@ -411,7 +411,11 @@ def main(argv: list[str] | None = None) -> int:
         for wl in workloads:
             work_dir = _work_dir(root, wl, a.space, a.db, a.target)
             t0, done = time.monotonic(), trials_done(work_dir)
-            if builder is None and done < a.trials:
+            if done >= a.trials:
+                print(f"[tuning] {wl.name} {wl.shape} {wl.dtype}: {done} trials recorded, budget {a.trials}: "
+                      "nothing to tune", flush=True)
+                continue
+            if builder is None:
                 gpu = _device_name(address, a.target)
                 t_builder = time.monotonic()
                 builder = make_builder(wl, a.space, a.setup)
