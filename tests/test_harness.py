@@ -1,12 +1,15 @@
-"""verify_then_time checks before it times: a wrong or incomplete kernel raises and gets no number."""
+"""verify_then_time checks before it times: a wrong or incomplete kernel raises and gets no number; build_all builds
+several kernels in worker processes for it, and names a failed build in one line."""
 import numpy as np
 import pytest
 import tvm
+from tvm import s_tir
 from tvm.script import tirx as T
 
-from tirbench.harness import Timing, verify_then_time
-from tirbench.machine import cpu_target
-from tirbench.workloads import vector_add
+from tirbench.harness import Timing, build_all, verify_then_time
+from tirbench.machine import cpu_target, cuda_target, has_cuda_gpu
+from tirbench.schedules.gemm import LADDER, gemm_pass_config
+from tirbench.workloads import gemm, vector_add
 
 
 @T.prim_func(s_tir=True)
@@ -44,3 +47,36 @@ def test_wrong_kernel_raises_before_timing(func):
 def test_timing_percentiles():
     t = Timing.from_seconds(np.arange(1, 101) * 1e-3)
     assert (t.median_ms, t.p20_ms, t.p80_ms, t.repeats) == (50.5, pytest.approx(20.8), pytest.approx(80.2), 100)
+
+
+def test_build_all_builds_in_workers_and_the_kernels_verify_as_built():
+    wl = vector_add(1 << 12)
+    wrong = tvm.IRModule({"main": subtracts})
+    built = build_all([wl.mod, wrong], cpu_target())
+    assert [type(b) for b in built] == [tvm.runtime.Module, tvm.runtime.Module]
+    m = verify_then_time(wl, built[0], variant="prebuilt", repeats=3, target=cpu_target())
+    assert m.timing.repeats == 3
+    with pytest.raises(AssertionError, match="output differs from the reference"):
+        verify_then_time(vector_add(1024), built[1], variant="bad", repeats=3, target=cpu_target())
+
+
+def test_build_all_names_a_failed_build_in_one_line_and_builds_the_rest():
+    wl = vector_add(1 << 12)
+    on_threads = s_tir.Schedule(wl.mod)
+    on_threads.bind(on_threads.get_loops(on_threads.get_sblock("C"))[0], "threadIdx.x")   # no GPU threads on llvm
+    failed, good = build_all([on_threads, wl.mod], cpu_target())
+    assert isinstance(failed, RuntimeError) and str(failed) and "\n" not in str(failed)
+    assert verify_then_time(wl, good, variant="after a failed one", repeats=3, target=cpu_target()).timing.repeats == 3
+
+
+def test_build_all_lowers_tensor_core_kernels_in_its_workers():
+    """Lowering mma.sync / ldmatrix looks up index maps that TVM registers with its tensor intrinsics: the CUDA
+    workers register them first (without, every v7 candidate failed to build on the H100)."""
+    helper, params, dtype = LADDER["v7_mma_ldmatrix"]
+    wl = gemm(256, 256, 256, dtype=dtype)
+    sch = helper(s_tir.Schedule(wl.mod), **params)
+    (kernel,) = build_all([sch], cuda_target(), gemm_pass_config("v7_mma_ldmatrix"))
+    if has_cuda_gpu():
+        assert isinstance(kernel, tvm.runtime.Module)
+    else:  # built; this TVM has no CUDA runtime to load it
+        assert isinstance(kernel, RuntimeError) and "loader" in str(kernel) and "index_map" not in str(kernel)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import tvm
 from tvm import s_tir
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tirbench import lowering
 from tirbench.machine import cpu_target, cuda_target, has_cuda_gpu
@@ -74,6 +77,62 @@ def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target,
         return tvm.compile(mod, target=target, tir_pipeline=lowering.PIPELINE)
 
 
+#: Seconds one kernel's build may take in a ``build_all`` worker before it counts as failed.
+BUILD_TIMEOUT_S = 300
+
+#: A kernel ready to run: what ``build`` returns, or a module ``build_all`` loaded.
+Built = tvm.runtime.Executable | tvm.runtime.Module
+
+
+def _build_to_library(job: tuple[tvm.IRModule, tvm.target.Target, dict[str, object] | None]) -> str:
+    """``build_all`` worker: ``build`` inside the target's scope (a CUDA compile then takes the arch from the target,
+    not from a device) and export a shared library; returns its path."""
+    mod, target, pass_config = job
+    with target:
+        ex = build(mod, target, pass_config)
+    path = os.path.join(tempfile.mkdtemp(prefix="tirbench-build-"), "kernel.so")
+    ex.export_library(path)
+    return path
+
+
+@functools.cache
+def _build_pool(tensor_intrinsics: bool) -> PopenPoolExecutor:
+    """One pool of fresh worker processes (no CUDA context inherited) for every ``build_all`` of the process. With
+    ``tensor_intrinsics`` each worker first registers TVM's tensor-core intrinsics: lowering an ``mma.sync`` /
+    ``ldmatrix`` kernel looks up their index maps (15-25 s per worker, once, all workers at the same time)."""
+    from tirbench.builders import import_tensor_intrin
+
+    return PopenPoolExecutor(max_workers=min(16, os.cpu_count() or 1), timeout=BUILD_TIMEOUT_S,
+                             initializer=import_tensor_intrin if tensor_intrinsics else None)
+
+
+def _one_line(err: object) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
+def build_all(kernels: Sequence[s_tir.Schedule | tvm.IRModule], target: tvm.target.Target,
+              pass_config: dict[str, object] | None = None) -> list[Built | Exception]:
+    """``build`` several kernels at once, in worker processes (an fp32 GEMM's CUDA compile takes seconds: a sweep's
+    candidates build side by side). Per kernel, in order: the loaded module, ready for ``verify_then_time``, or the
+    exception its build or its loading raised (its last line, as a RuntimeError; TimeoutError after
+    ``BUILD_TIMEOUT_S``)."""
+    jobs = [(k.mod if isinstance(k, s_tir.Schedule) else k, target, pass_config) for k in kernels]
+    built: list[Built | Exception] = []
+    for res in _build_pool(target.kind.name == "cuda").map_with_error_catching(_build_to_library, jobs):
+        if res.status == StatusKind.COMPLETE:
+            try:
+                built.append(tvm.runtime.load_module(res.value))
+            except Exception as err:  # noqa: BLE001 - e.g. a CUDA module where TVM has no CUDA runtime
+                built.append(RuntimeError(_one_line(err)))
+            shutil.rmtree(os.path.dirname(res.value), ignore_errors=True)  # loaded: the file is no longer needed
+        elif res.status == StatusKind.TIMEOUT:
+            built.append(TimeoutError(f"build took over {BUILD_TIMEOUT_S} s"))
+        else:
+            built.append(RuntimeError(_one_line(res.value)))
+    return built
+
+
 def _poisoned_output(workload: Workload, dev: tvm.runtime.Device) -> tvm.runtime.Tensor:
     """An output buffer pre-filled with NaN (floats) or a sentinel (ints), so unwritten elements fail the check."""
     fill = np.nan if np.dtype(workload.out_dtype).kind == "f" else np.iinfo(workload.out_dtype).min
@@ -101,7 +160,7 @@ def inputs_and_reference(workload: Workload, seed: int) -> tuple[list[np.ndarray
     return _last_case[0][2], _last_case[0][3]
 
 
-def run_checked(workload: Workload, ex: tvm.runtime.Executable, dev: tvm.runtime.Device, *,
+def run_checked(workload: Workload, ex: Built, dev: tvm.runtime.Device, *,
                 seed: int = 0, what: str = "kernel") -> list[tvm.runtime.Tensor]:
     """Run ``ex`` once on seeded random inputs, check against the reference, return the device arguments."""
     inputs, ref = inputs_and_reference(workload, seed)
@@ -158,23 +217,26 @@ def _register_l2_flush() -> str:
     return L2_FLUSH_FUNC
 
 
-def time_executable(ex: tvm.runtime.Executable, dev: tvm.runtime.Device, args: Sequence[tvm.runtime.Tensor], *,
+def time_executable(ex: Built, dev: tvm.runtime.Device, args: Sequence[tvm.runtime.Tensor], *,
                     repeats: int) -> Timing:
     """Per-launch times of ``ex['main'](*args)``: one launch per repeat, L2 flushed before each (CUDA)."""
     flush = _register_l2_flush() if dev.dlpack_device_type() == tvm.cuda(0).dlpack_device_type() else ""
-    evaluator = ex.mod.time_evaluator("main", dev, number=1, repeat=repeats, min_repeat_ms=0, f_preproc=flush)
+    mod = ex.mod if isinstance(ex, tvm.runtime.Executable) else ex
+    evaluator = mod.time_evaluator("main", dev, number=1, repeat=repeats, min_repeat_ms=0, f_preproc=flush)
     return Timing.from_seconds(evaluator(*args).results)
 
 
-def verify_then_time(workload: Workload, kernel: s_tir.Schedule | tvm.IRModule, *, variant: str,
+def verify_then_time(workload: Workload, kernel: s_tir.Schedule | tvm.IRModule | Built, *, variant: str,
                      repeats: int = 100, provider: str = "tvm", trials: int = 0, seed: int = 0,
                      target: tvm.target.Target | None = None,
                      pass_config: dict[str, object] | None = None) -> Measurement:
-    """Build for the GPU (or ``target``), verify against the reference, then time. Raises on a wrong result."""
+    """Build for the GPU (or ``target``; a kernel ``build_all`` built is taken as it is), verify against the
+    reference, then time. Raises on a wrong result."""
     if target is None:
         target = cuda_target() if has_cuda_gpu() else cpu_target()
     dev = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
-    ex = build(kernel, target, pass_config)
+    built = isinstance(kernel, (tvm.runtime.Executable, tvm.runtime.Module))
+    ex = kernel if built else build(kernel, target, pass_config)
     args = run_checked(workload, ex, dev, seed=seed, what=f"{variant} ({provider})")
     return Measurement(workload, variant, provider, time_executable(ex, dev, args, repeats=repeats), trials)
 
