@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -19,6 +18,7 @@ from tvm import s_tir
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tirbench import lowering
+from tirbench.builders import build_with_config, export_shared, import_tensor_intrin
 from tirbench.machine import cpu_target, cuda_target, has_cuda_gpu
 from tirbench.workloads.base import Workload
 
@@ -85,14 +85,10 @@ Built = tvm.runtime.Executable | tvm.runtime.Module
 
 
 def _build_to_library(job: tuple[tvm.IRModule, tvm.target.Target, dict[str, object] | None]) -> str:
-    """``build_all`` worker: ``build`` inside the target's scope (a CUDA compile then takes the arch from the target,
-    not from a device) and export a shared library; returns its path."""
+    """``build_all`` worker: the tuning builders' build (the suite's pipeline, inside the target's scope, so a CUDA
+    compile takes the arch from the target, not from a device) and export; returns the shared library's path."""
     mod, target, pass_config = job
-    with target:
-        ex = build(mod, target, pass_config)
-    path = os.path.join(tempfile.mkdtemp(prefix="tirbench-build-"), "kernel.so")
-    ex.export_library(path)
-    return path
+    return export_shared(build_with_config(pass_config or {}, mod, target, None))
 
 
 @functools.cache
@@ -100,8 +96,6 @@ def _build_pool(tensor_intrinsics: bool) -> PopenPoolExecutor:
     """One pool of fresh worker processes (no CUDA context inherited) for every ``build_all`` of the process. With
     ``tensor_intrinsics`` each worker first registers TVM's tensor-core intrinsics: lowering an ``mma.sync`` /
     ``ldmatrix`` kernel looks up their index maps (15-25 s per worker, once, all workers at the same time)."""
-    from tirbench.builders import import_tensor_intrin
-
     return PopenPoolExecutor(max_workers=min(16, os.cpu_count() or 1), timeout=BUILD_TIMEOUT_S,
                              initializer=import_tensor_intrin if tensor_intrinsics else None)
 
