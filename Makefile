@@ -4,7 +4,7 @@
 # make lab       open the notebooks in JupyterLab
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
 #                and one server per GPU (CUDA_VISIBLE_DEVICES), stopped afterwards, also on Ctrl-C;
-#                CLUSTER="--port 9190 --key h100 --min-servers 4" passes options to tirbench.rpc_cluster
+#                CLUSTER="--port 9190 --key h100 --min-servers 4" passes options to tirbench.tuning.rpc.cluster
 # Both create the environment on first use: .venv from requirements.txt (plus requirements-gpu.txt where
 # nvidia-smi sees a GPU); on the GPU host that has the offline kit (/opt/gpukit) the system Python is used.
 SHELL := /bin/bash
@@ -23,18 +23,18 @@ QUICK ?= False
 # More papermill parameters, each given to the notebooks that declare it: PARAMS="-p repeats 20 -p seed 1"
 PARAMS ?=
 
-# Options of tirbench.rpc_cluster (before its `tune` command) and the tuning CLI's arguments.
+# Options of tirbench.tuning.rpc.cluster (before its `tune` command) and the tuning CLI's arguments.
 CLUSTER ?=
 TUNE ?=
 
 .PHONY: run-all test lab readme clean-cpu-run tune-rpc
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 run-all: $(SETUP)
-	@status=0; $(PY) -m tirbench.run_all -p quick $(QUICK) $(PARAMS) $(NOTEBOOKS) || status=$$?; \
+	@status=0; $(PY) -m tirbench.report.run_all -p quick $(QUICK) $(PARAMS) $(NOTEBOOKS) || status=$$?; \
 	$(MAKE) --no-print-directory readme; exit $$status
 
 readme: $(SETUP)
-	$(PY) -m tirbench.report README.md
+	$(PY) -m tirbench.report.readme README.md
 
 test: $(SETUP)
 	$(PY) -m pytest -q
@@ -43,7 +43,7 @@ lab: $(SETUP)
 	$(PY) -m jupyter lab notebooks/
 
 tune-rpc: $(SETUP)
-	$(PY) -m tirbench.rpc_cluster $(CLUSTER) tune $(TUNE)
+	$(PY) -m tirbench.tuning.rpc.cluster $(CLUSTER) tune $(TUNE)
 
 .venv/.installed: requirements.txt requirements-gpu.txt pyproject.toml
 	python3 -m venv .venv

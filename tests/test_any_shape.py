@@ -17,13 +17,20 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 from tvm.sym.analyzer import Analyzer
 
-from tirbench.cuda_source import device_source, nvcc_report
-from tirbench.harness import build, check_output, run_checked
-from tirbench.machine import cpu_target, cuda_target
-from tirbench.schedules.gemm import (LADDER, PADDED_SWEEP, divisible_shape, gemm_pass_config, gemm_v5_warp_tiled,
-                                     padded_candidates)
-from tirbench.schedules.gemm_tensorcore import gemm_v6_wmma, gemm_v8_wgmma
-from tirbench.serial import without_threads
+from tirbench.bench.harness import check_output, run_checked
+from tirbench.core.build import build
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.core.machine import cpu_target, cuda_target
+from tirbench.core.serial import without_threads
+from tirbench.schedules.gemm.simt import (
+    LADDER,
+    PADDED_SWEEP,
+    divisible_shape,
+    gemm_pass_config,
+    gemm_v5_warp_tiled,
+    padded_candidates,
+)
+from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v8_wgmma
 from tirbench.workloads.gemm import gemm
 
 RUNGS = [name for name in LADDER if name not in ("v0_naive", "v1_local")]

@@ -8,13 +8,21 @@ import pytest
 import tvm
 from tvm import s_tir
 
-from tirbench.cuda_source import device_source, nvcc_report
-from tirbench.harness import build, run_checked
-from tirbench.machine import cpu_target
-from tirbench.schedules import mma_int8_intrin
-from tirbench.schedules.conv2d_tensorcore import CONV_TC_CONFIG, conv2d_int8_mma, conv2d_int8_wgmma
-from tirbench.workloads.conv2d_int8 import (conv2d_int8, kc32rs32_to_kcrs, kcrs_to_kc32rs32, nchw32_to_nchw,
-                                            nchw_to_nchw32, requantize)
+from tirbench.bench.harness import run_checked
+from tirbench.core.build import build
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.core.machine import cpu_target
+from tirbench.schedules.conv.implicit_gemm import CONV_TC_CONFIG
+from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.intrinsics import mma_int8
+from tirbench.workloads.conv2d_int8 import (
+    conv2d_int8,
+    kc32rs32_to_kcrs,
+    kcrs_to_kc32rs32,
+    nchw32_to_nchw,
+    nchw_to_nchw32,
+    requantize,
+)
 
 H100 = tvm.target.Target("nvidia/nvidia-h100", host="llvm")
 
@@ -91,7 +99,7 @@ def test_swizzled_ldmatrix_phases_are_conflict_free(operand):
         conflict_free = True
         for phase in range(4):
             lanes = range(8 * phase, 8 * phase + 8)
-            pieces = [mma_int8_intrin._lane_piece(operand, tx) for tx in lanes]
+            pieces = [mma_int8._lane_piece(operand, tx) for tx in lanes]
             banks = _banks(offset(int(r), int(c), swizzled) for r, c in pieces)
             conflict_free &= banks == list(range(32))
         assert conflict_free == swizzled   # unswizzled: rows r and r + 4 share banks (2-way conflicts)
@@ -99,7 +107,7 @@ def test_swizzled_ldmatrix_phases_are_conflict_free(operand):
 
 def test_swizzle_is_a_permutation_of_each_panel():
     rows, tile_k = 16, 64
-    places = {tuple(int(v) for v in mma_int8_intrin.swizzle(tvm.tirx.const(r), tvm.tirx.const(k)))
+    places = {tuple(int(v) for v in mma_int8.swizzle(tvm.tirx.const(r), tvm.tirx.const(k)))
               for r in range(rows) for k in range(tile_k)}
     assert len(places) == rows * tile_k
 
@@ -162,7 +170,7 @@ def _one_hot_inputs_with_scale(scale: float) -> list:
 def test_int8_epilogue_moves_16_bytes_per_thread_and_keeps_registers():
     """The epilogue loads the residual and stores Y 16 bytes at a time, and its register copies stay a thread's 16
     values (at 56x56 TVM once kept the whole tensor per thread: a 1.6 MB stack frame)."""
-    from tirbench.cuda_source import nvcc_report
+    from tirbench.core.cuda_source import nvcc_report
 
     wl = conv2d_int8(2, 64, 56, 56, 64, relu=True, residual=True)
     sch = conv2d_int8_mma(s_tir.Schedule(wl.mod), block_tile=(32, 64), warp_tile=(16, 32), tile_k=64, stages=4)
@@ -198,7 +206,7 @@ def test_overlapped_wgmma_loop_keeps_one_wait_and_barrier_before_each_tile():
 def test_l1_fill_changes_only_the_im2col_copies_to_cp_async_ca():
     """``l1_fill=True``: the input's fills become the suite's ``.ca`` copy with the very same operands (the kernel is
     otherwise identical), the filter's stay TVM's ``.cg``, and nvcc accepts it."""
-    from tirbench.cuda_source import nvcc_report
+    from tirbench.core.cuda_source import nvcc_report
 
     wl = conv2d_int8(2, 64, 16, 16, 64, relu=True, residual=True)
     kernels = {}

@@ -13,12 +13,19 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
-from tirbench.cuda_source import device_source, kernel_only, nvcc_report
-from tirbench.harness import run_checked
-from tirbench.machine import cpu_target, cuda_target
-from tirbench.schedules.conv2d import (SPLITK_SWEEP, SWEEP, VARIANTS, conv2d_hwcn_classic,
-                                       conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk, conv2d_nchw_splitk_space,
-                                       conv2d_pass_config)
+from tirbench.bench.harness import run_checked
+from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
+from tirbench.core.machine import cpu_target, cuda_target
+from tirbench.schedules.conv.direct import (
+    SPLITK_SWEEP,
+    SWEEP,
+    VARIANTS,
+    conv2d_hwcn_classic,
+    conv2d_hwcn_implicit_gemm,
+    conv2d_nchw_splitk,
+    conv2d_nchw_splitk_space,
+    conv2d_pass_config,
+)
 from tirbench.workloads import conv2d
 from tirbench.workloads.conv2d import conv2d_reference, filter_from_kcrs, from_nchw, to_nchw
 

@@ -13,10 +13,10 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
-from tirbench.cuda_source import device_source, kernel_only, nvcc_report
-from tirbench.harness import run_checked
-from tirbench.machine import cpu_target, cuda_target
-from tirbench.schedules.conv2d_template import conv2d_template_space, template_config, template_space_size
+from tirbench.bench.harness import run_checked
+from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
+from tirbench.core.machine import cpu_target, cuda_target
+from tirbench.schedules.conv.template import conv2d_template_space, template_config, template_space_size
 from tirbench.workloads import conv2d, gemm
 from tirbench.workloads.base import Workload
 

@@ -6,11 +6,11 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
-from tirbench.harness import build, run_checked
-from tirbench.machine import cpu_target
-from tirbench.schedules.conv2d_tensorcore import (CONV_TC_CONFIG, WMMA_CONFIG, conv2d_as_gemm, conv2d_nhwc_mma,
-                                                  conv2d_nhwc_wgmma, conv2d_wmma_design, conv2d_wmma_space,
-                                                  fragment_rows)
+from tirbench.bench.harness import run_checked
+from tirbench.core.build import build
+from tirbench.core.machine import cpu_target
+from tirbench.schedules.conv.implicit_gemm import CONV_TC_CONFIG, conv2d_as_gemm, conv2d_nhwc_mma, conv2d_nhwc_wgmma
+from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_design, conv2d_wmma_space, fragment_rows
 from tirbench.workloads import conv2d
 
 H100 = tvm.target.Target("nvidia/nvidia-h100")
@@ -88,7 +88,7 @@ def test_wmma_design_builds_each_fragment_shape():
 def test_wmma_candidates_pass_the_gpu_check_built_as_they_are():
     # MetaSchedule's VerifyGPUCode lowers with storage rewriting, which breaks every wmma candidate; the space's own
     # check lowers as WMMA_CONFIG builds, and still refuses a block of more than 1024 threads
-    from tirbench.spaces import get_space
+    from tirbench.tuning.spaces import get_space
 
     wl = conv2d(32, 64, 14, 14, 64, layout="NHWC", dtype="float16")   # GEMM_M = 6272
     space = get_space("wmma")

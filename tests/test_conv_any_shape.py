@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 import tvm
+from test_any_shape import unproven_accesses, unproven_without_guards
 from tvm import s_tir
 
-from test_any_shape import unproven_accesses, unproven_without_guards
-from tirbench.cuda_source import device_source, nvcc_report
-from tirbench.schedules.conv2d_tensorcore import (CONV_TC_CONFIG, conv2d_int8_mma, conv2d_int8_wgmma, conv2d_nhwc_mma,
-                                                  conv2d_nhwc_wgmma)
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.schedules.conv.implicit_gemm import CONV_TC_CONFIG, conv2d_nhwc_mma, conv2d_nhwc_wgmma
+from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
 from tirbench.workloads import conv2d, conv2d_int8
 
 

@@ -9,13 +9,21 @@ import pytest
 import tvm
 from tvm import s_tir
 
-from tirbench.cuda_source import device_source, kernel_only, nvcc_report
-from tirbench.harness import run_checked
-from tirbench.machine import cpu_target
-from tirbench.schedules.gemm import (LADDER, gemm_pass_config, gemm_v0_naive, gemm_v1_local, gemm_v2_shared,
-                                     gemm_v3_vectorized, gemm_v5_space, gemm_v5_warp_tiled)
-from tirbench.schedules.gemm_tensorcore import gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
-from tirbench.schedules.tiling import SIMT_ASYNC_CONFIG
+from tirbench.bench.harness import run_checked
+from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
+from tirbench.core.machine import cpu_target
+from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
+from tirbench.schedules.gemm.simt import (
+    LADDER,
+    gemm_pass_config,
+    gemm_v0_naive,
+    gemm_v1_local,
+    gemm_v2_shared,
+    gemm_v3_vectorized,
+    gemm_v5_space,
+    gemm_v5_warp_tiled,
+)
+from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
 
@@ -147,7 +155,7 @@ def _passes_cuda_postprocs(sch: s_tir.Schedule, wl: Workload) -> bool:
     227 KB shared-memory limit) to ``sch`` in place; whether all of them accept it."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tirbench.tuning import space_target
+    from tirbench.tuning.tune import space_target
 
     posts = ms.postproc.Postproc.create("cuda")
     for post in posts:
@@ -199,7 +207,7 @@ def test_hand_v5_kernel_is_a_point_of_the_v5_space():
 @pytest.mark.parametrize("layout", ["interleaved", "swizzle128"])
 def test_wgmma_shared_layouts_are_bijective(layout):
     """Every element of a 128 x 64 A tile and a 64 x 256 B tile gets its own shared-memory slot."""
-    from tirbench.schedules.wgmma_intrin import a_layout, b_layout
+    from tirbench.schedules.intrinsics.wgmma import a_layout, b_layout
 
     a_slots = {a_layout(layout, r, k) for r in range(128) for k in range(64)}
     b_slots = {b_layout(layout, k, n) for k in range(64) for n in range(256)}
@@ -208,7 +216,7 @@ def test_wgmma_shared_layouts_are_bijective(layout):
 
 def test_wgmma_swizzle_spreads_a_column_over_all_chunks():
     """The 16-byte chunk holding k = 0..7 of rows 0..7 moves to eight different chunks (bank groups)."""
-    from tirbench.schedules.wgmma_intrin import a_layout
+    from tirbench.schedules.intrinsics.wgmma import a_layout
 
     assert sorted(a_layout("swizzle128", r, 0)[2] for r in range(8)) == list(range(8))
     assert {a_layout("interleaved", r, 0)[1] for r in range(8)} == {0}
@@ -216,7 +224,7 @@ def test_wgmma_swizzle_spreads_a_column_over_all_chunks():
 
 def test_wgmma_accumulator_layout_round_trips():
     """register_of (element -> register) and element_of (lane, register -> element) are inverse on 16 x 16."""
-    from tirbench.schedules.wgmma_intrin import element_of, lane_layout
+    from tirbench.schedules.intrinsics.wgmma import element_of, lane_layout
 
     seen = set()
     for lane in range(32):

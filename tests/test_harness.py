@@ -6,9 +6,9 @@ import tvm
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from tirbench.harness import Timing, build_all, verify_then_time
-from tirbench.machine import cpu_target, cuda_target, has_cuda_gpu
-from tirbench.schedules.gemm import LADDER, gemm_pass_config
+from tirbench.bench.harness import Timing, build_all, verify_then_time
+from tirbench.core.machine import cpu_target, cuda_target, has_cuda_gpu
+from tirbench.schedules.gemm.simt import LADDER, gemm_pass_config
 from tirbench.workloads import gemm, vector_add
 
 

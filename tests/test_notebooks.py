@@ -7,7 +7,7 @@ from pathlib import Path
 import papermill as pm
 import pytest
 
-from tirbench.machine import has_cuda_gpu
+from tirbench.core.machine import has_cuda_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

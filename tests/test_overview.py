@@ -4,13 +4,14 @@ import re
 from pathlib import Path
 
 import pytest
-
-from tirbench import overview, throughput
-from tirbench.index import index_html, main_plot, write_index
-from tirbench.machine import PEAKS
-from tirbench.results import append_rows
-from tirbench.tuning import trials_done, work_dir_for
 from test_results import row
+
+from tirbench.bench.results import append_rows
+from tirbench.core.machine import PEAKS
+from tirbench.report.index import index_html, main_plot, write_index
+from tirbench.report import overview
+from tirbench.tuning import throughput
+from tirbench.tuning.tune import trials_done, work_dir_for
 
 ROOT = Path(__file__).resolve().parents[1]
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"

@@ -1,8 +1,14 @@
 """Notebook parameter checks: one ParameterError line naming the parameter, shown by IPython without a traceback."""
 import pytest
 
-from tirbench.params import (ParameterError, require_flags, require_ints, require_strings, require_target,
-                             require_valid)
+from tirbench.bench.params import (
+    ParameterError,
+    require_flags,
+    require_ints,
+    require_strings,
+    require_target,
+    require_valid,
+)
 from tirbench.workloads import gemm
 
 

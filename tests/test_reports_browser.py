@@ -5,9 +5,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from chromium import Chromium, check_reports, find_chromium
-from tirbench.index import write_index
+
+from tirbench.report.index import write_index
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "results" / "reports"

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
-from tirbench import atomic, report
-from tirbench.results import COLUMNS, ResultsFileError, append_rows, latest_run, read_results
+from tirbench.bench.results import COLUMNS, ResultsFileError, append_rows, latest_run, read_results
+from tirbench.core import atomic
+from tirbench.report import readme as report
 
 REQUIRED = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
             "variant", "provider", "trials", "median_ms", "p20_ms", "p80_ms", "gflops", "gbps", "verified"]

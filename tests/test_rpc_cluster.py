@@ -1,4 +1,4 @@
-"""The launcher (``tirbench.rpc_cluster``) on a CPU: a tracker and llvm RPC servers start, register and stop (also
+"""The launcher (``tirbench.tuning.rpc.cluster``) on a CPU: a tracker and llvm RPC servers start, register and stop (also
 on Ctrl-C / SIGTERM, leaving no process behind); a port in use is one line and exit status 2."""
 import os
 import signal
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tirbench import tracker
-from tirbench.rpc_cluster import Cluster, require_free_port, visible_gpus
+from tirbench.tuning.rpc.cluster import Cluster, require_free_port, visible_gpus
+from tirbench.tuning.rpc import tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def test_busy_port_is_one_line_and_exit_status_2(tmp_path):
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)
         port = sock.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "tirbench.rpc_cluster", "--llvm", "--servers", "1", "--host",
+        r = subprocess.run([sys.executable, "-m", "tirbench.tuning.rpc.cluster", "--llvm", "--servers", "1", "--host",
                             "127.0.0.1", "--port", str(port), "tune", "gemm", "64", "64", "64", "--trials", "4"],
                            capture_output=True, text=True, timeout=120, cwd=ROOT)
     err = r.stderr.strip().splitlines()
@@ -56,7 +56,7 @@ def test_busy_port_is_one_line_and_exit_status_2(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_tracker_and_servers_on_a_signal(sig):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tirbench.rpc_cluster", "--llvm", "--servers", "1", "--host",
+    proc = subprocess.Popen([sys.executable, "-m", "tirbench.tuning.rpc.cluster", "--llvm", "--servers", "1", "--host",
                              "127.0.0.1", "--port", str(port), "serve"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()   # printed once the server is registered
     groups = [int(pid) for pid in line.split("(pids ")[1].split(")")[0].split()]

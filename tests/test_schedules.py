@@ -5,8 +5,9 @@ import pytest
 import tvm
 from tvm import s_tir
 
-from tirbench.cuda_source import device_source, kernel_only, nvcc_report
-from tirbench.schedules import bind_threads, window_naive, window_register, window_shared
+from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
+from tirbench.schedules.elementwise import bind_threads
+from tirbench.schedules.window import window_naive, window_register, window_shared
 from tirbench.workloads import copy, vector_add, window_sum
 
 N = 1 << 20
@@ -70,8 +71,9 @@ def test_window_helpers_reject_bad_parameters(helper, params, message):
 
 def test_gpu_schedule_is_still_the_same_computation():
     """The schedule changes loops, never the math: lowered for llvm without thread bindings it still verifies."""
-    from tirbench.harness import build, run_checked
-    from tirbench.machine import cpu_target
+    from tirbench.bench.harness import run_checked
+    from tirbench.core.build import build
+    from tirbench.core.machine import cpu_target
 
     wl = window_sum(4096, 3)
     sch = s_tir.Schedule(wl.mod)

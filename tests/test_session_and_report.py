@@ -1,11 +1,12 @@
 """Without a GPU a run records nothing and plots recorded rows; the README table comes from the CSVs."""
 import pytest
-
-from tirbench import report, throughput
-from tirbench.machine import has_cuda_gpu, peak_for
-from tirbench.results import append_rows
-from tirbench.session import Session
 from test_results import row
+
+from tirbench.bench.results import append_rows
+from tirbench.bench.session import Session
+from tirbench.core.machine import has_cuda_gpu, peak_for
+from tirbench.report import readme as report
+from tirbench.tuning import throughput
 
 pytestmark = pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU behaviour")
 

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from tirbench.tuning import best_schedule, compact_database, open_database, trials_done, tuning_history, work_dir_for
+from tirbench.tuning.tune import (
+    best_schedule,
+    compact_database,
+    open_database,
+    trials_done,
+    tuning_history,
+    work_dir_for,
+)
 from tirbench.workloads import gemm
 
 ROOT = Path(__file__).resolve().parents[1]

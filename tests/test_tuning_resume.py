@@ -15,10 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tirbench import tuning
-from tirbench.machine import has_cuda_gpu
-from tirbench.tuning import (open_database, repair_database, trials_done, tune, tuning_chunks, tuning_history,
-                             work_dir_for)
+from tirbench.core.machine import has_cuda_gpu
+from tirbench.tuning.tune import (
+    open_database,
+    repair_database,
+    trials_done,
+    tune,
+    tuning_chunks,
+    tuning_history,
+    work_dir_for,
+)
+from tirbench.tuning import tune as tuning
 from tirbench.workloads import gemm
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,18 +13,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import tvm
+from test_rpc_cluster import free_port
 from tvm.rpc.tracker import Tracker
 from tvm.s_tir import meta_schedule as ms
 
-from tirbench import measure, phases, throughput
-from tirbench.builders import make_builder
-from tirbench.machine import cpu_target
-from tirbench.measure import make_rpc_runner
-from tirbench.rpc_cluster import Cluster
-from tirbench.results import ResultsFileError
-from tirbench.tuning import main, trials_done, tune, tuning_chunks
+from tirbench.bench.results import ResultsFileError
+from tirbench.core.machine import cpu_target
+from tirbench.tuning.builders import make_builder
+from tirbench.tuning.rpc.cluster import Cluster
+from tirbench.tuning.runners import make_rpc_runner
+from tirbench.tuning import phases, throughput
+from tirbench.tuning import runners as measure
+from tirbench.tuning.tune import main, trials_done, tune, tuning_chunks
 from tirbench.workloads import gemm
-from test_rpc_cluster import free_port
 
 WL = gemm(32, 32, 32)
 ARGS = ["gemm", "32", "32", "32", "--target", "llvm", "--chunk", "4"]

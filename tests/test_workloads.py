@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import tvm
 
-from tirbench.harness import build, run_checked
-from tirbench.machine import cpu_target
+from tirbench.bench.harness import run_checked
+from tirbench.core.build import build
+from tirbench.core.machine import cpu_target
 from tirbench.workloads import copy, vector_add, window_sum
 
 

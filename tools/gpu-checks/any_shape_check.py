@@ -14,9 +14,9 @@ import time
 import torch
 from tvm import s_tir
 
-from tirbench.harness import verify_then_time, verify_then_time_torch
-from tirbench.machine import cuda_target, require_cuda_gpu
-from tirbench.schedules.gemm import LADDER, SWEEP, divisible_shape, gemm_pass_config, padded_candidates
+from tirbench.bench.harness import verify_then_time, verify_then_time_torch
+from tirbench.core.machine import cuda_target, require_cuda_gpu
+from tirbench.schedules.gemm.simt import LADDER, SWEEP, divisible_shape, gemm_pass_config, padded_candidates
 from tirbench.workloads import gemm
 
 TARGETS = {"v5_warp_tiled": 0.8, "v8_wgmma": 0.6}

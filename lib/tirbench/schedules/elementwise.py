@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import s_tir
 
-from tirbench.schedules.checks import loop_extent, require_divides, require_threads, require_vector_bytes
+from tirbench.schedules.common.checks import loop_extent, require_divides, require_threads, require_vector_bytes
 
 
 def bind_threads(sch: s_tir.Schedule, *, block: str = "C", threads: int = 256, vector: int = 1) -> s_tir.Schedule:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from tirbench.schedules.checks import loop_extent, require_divides, require_threads
+from tirbench.schedules.common.checks import loop_extent, require_divides, require_threads
 
 
 def window_naive(sch: s_tir.Schedule, *, threads: int = 256) -> s_tir.Schedule:

@@ -1,12 +1,14 @@
 """#14: the batch-256 int8 wgmma kernel with l1_fill / raster variants beside cuDNN fp16 NHWC (same run)."""
 import time
-import tvm
+
 from tvm import s_tir
-from tirbench.harness import verify_then_time
-from tirbench.baselines import cudnn_conv2d
-from tirbench.machine import cuda_target
-from tirbench.schedules import conv2d_tensorcore as ct
+
+from tirbench.bench.baselines import cudnn_conv2d
+from tirbench.bench.harness import verify_then_time
+from tirbench.core.machine import cuda_target
+from tirbench.schedules.conv import implicit_gemm as ct
 from tirbench.workloads import conv2d, conv2d_int8
+
 shape = (256, 256, 14, 14, 512, 3, 3, 1, 1)
 wl = conv2d_int8(*shape, relu=True, residual=True)
 base = dict(block_tile=(256, 128), tile_k=128, stages=4, overlap=True)

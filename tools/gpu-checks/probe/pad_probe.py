@@ -1,11 +1,14 @@
 """#16 diagnosis: where the padded v8's time goes at 2000x3000x1000 (which padded axis costs, and other tiles)."""
-import sys, time
+import time
+
 import torch
 from tvm import s_tir
-from tirbench.harness import verify_then_time, verify_then_time_torch
-from tirbench.machine import cuda_target
-from tirbench.schedules.gemm import LADDER, gemm_pass_config
+
+from tirbench.bench.harness import verify_then_time, verify_then_time_torch
+from tirbench.core.machine import cuda_target
+from tirbench.schedules.gemm.simt import LADDER, gemm_pass_config
 from tirbench.workloads import gemm
+
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 helper, defaults, dtype = LADDER["v8_wgmma"]

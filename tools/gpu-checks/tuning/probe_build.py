@@ -5,16 +5,15 @@ import tempfile
 import time
 
 import tvm
+import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (warms the import every tuning process makes)
 from tvm.support import tar as tvm_tar
 
-from tirbench import harness
-from tirbench.builders import build_with_config, export_shared
-from tirbench.machine import cuda_target
-from tirbench.tuning import best_schedule, open_database, work_dir_for
-from tirbench.session import project_root
+from tirbench.bench import harness
+from tirbench.core.build import build_with_config, export_shared
+from tirbench.core.machine import cuda_target
+from tirbench.core.paths import project_root
+from tirbench.tuning.tune import best_schedule, open_database, work_dir_for
 from tirbench.workloads import conv2d
-
-import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (warms the import every tuning process makes)
 
 
 def _size(m, fmt):

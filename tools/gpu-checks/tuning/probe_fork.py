@@ -1,5 +1,5 @@
 """Why forked RPC sessions fail on the GPU host: import tvm, fork, allocate on CUDA in the child; in a subprocess with
-the default environment and with the two variables tirbench.rpc_server sets."""
+the default environment and with the two variables tirbench.tuning.rpc.server sets."""
 import os
 import subprocess
 import sys

@@ -1,11 +1,12 @@
 """Can a session forked by an RPC server use CUDA? tvm.rpc.Server on localhost with different init callbacks;
 per server one session: device 0 exists, and (with a flush registered) one flush runs there."""
-import tirbench.rpc_server  # noqa: F401  (sets the environment before tvm is imported)
+import tirbench.tuning.rpc.server  # noqa: F401,I001  (sets the environment before tvm is imported)
 import time
 
 from tvm import rpc
 
-from tirbench import harness, measure
+from tirbench.bench import harness
+from tirbench.tuning import runners as measure
 
 
 def build_in_process():

@@ -8,7 +8,7 @@
 # 3. stock, then tuned, on the batch-1 3x3 conv 1x256x14x14 -> 256 (NCHW fp32), default rules, same budget, each into
 #    a fresh database (build/pilot-tuning/db-*): trials/min, best, and per chunk "seconds per trial: search, builder,
 #    runner, ..." (the phases); rows appended to results/tuning/throughput.csv.
-# 4. RPC smoke: tirbench.rpc_cluster (tracker + one tirbench.rpc_server on GPU 0), 16 trials through --rpc.
+# 4. RPC smoke: tirbench.tuning.rpc.cluster (tracker + one tirbench.tuning.rpc.server on GPU 0), 16 trials through --rpc.
 # 5. summary.py: the throughput rows of this pilot, tuned/stock ratio, each database's best kernel as MetaSchedule
 #    recorded it and as the harness times it (verify_then_time, L2 flushed, median of 100).
 # Files back under $OUT: pilot.log (everything), summary.txt, throughput.csv (the whole file after the pilot),
@@ -45,7 +45,7 @@ START=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
   done
   echo "== 4. RPC smoke: tracker + 1 server, 16 trials through --rpc"
   t0=$(date +%s)
-  CUDA_VISIBLE_DEVICES=0 timeout 240 $PY -m tirbench.rpc_cluster --port 9190 --key h100 tune $CONV --trials 16 \
+  CUDA_VISIBLE_DEVICES=0 timeout 240 $PY -m tirbench.tuning.rpc.cluster --port 9190 --key h100 tune $CONV --trials 16 \
     --chunk 16 --db "$WORK/db-rpc" 2>&1 | tr '\r' '\n' | grep -E "rpc_cluster|tuning\]|seconds per trial|rror|Traceback|^  File"
   echo "   wall $(( $(date +%s) - t0 )) s (exit ${PIPESTATUS[0]})"
   tail -5 build/rpc-cluster/server-0.log 2>/dev/null | sed 's/^/   server-0.log: /'

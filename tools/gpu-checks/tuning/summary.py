@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from tirbench import throughput
-from tirbench.harness import verify_then_time
-from tirbench.machine import cuda_target
-from tirbench.session import project_root
-from tirbench.tuning import PHASE_LOG, best_schedule, open_database, trials_done, tuning_history
+from tirbench.bench.harness import verify_then_time
+from tirbench.core.machine import cuda_target
+from tirbench.core.paths import project_root
+from tirbench.tuning import throughput
+from tirbench.tuning.tune import PHASE_LOG, best_schedule, open_database, trials_done, tuning_history
 from tirbench.workloads import conv2d
 
 start, work = sys.argv[1], Path(sys.argv[2])

@@ -1,0 +1,63 @@
+"""Vendor baselines through torch, verified and timed by the harness's rules (same run, L2 flushed, median)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tirbench.bench.harness import Measurement, inputs_and_reference, time_torch, verify_then_time_torch
+from tirbench.workloads.base import Workload
+
+
+def cudnn_conv2d(wl: Workload, *, channels_last: bool = False, repeats: int = 100, seed: int = 0) -> Measurement:
+    """cuDNN's convolution of an NCHW ``conv2d`` workload: ``torch.nn.functional.conv2d`` with TF32 off and
+    ``cudnn.benchmark`` on (cuDNN times its algorithms on the first call and keeps the fastest, Winograd and FFT
+    included). ``channels_last``: the same tensors in NHWC memory (converted once, untimed), often cuDNN's faster
+    layout. Variant ``cudnn_nhwc`` or ``cudnn_nchw``, provider ``cudnn``."""
+    import torch
+
+    if wl.name != "conv2d" or wl.layout != "NCHW":
+        raise ValueError(f"cudnn_conv2d takes an NCHW conv2d workload, got {wl.name} {wl.layout or ''}".strip())
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    stride, pad = wl.sizes["stride"], wl.sizes["pad"]
+
+    def conv(x, w):
+        return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+
+    def to_channels_last(x, w):
+        return x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+
+    return verify_then_time_torch(wl, conv, variant="cudnn_nhwc" if channels_last else "cudnn_nchw",
+                                  provider="cudnn", repeats=repeats, seed=seed,
+                                  prepare=to_channels_last if channels_last else None)
+
+
+def int_mm_conv_gemm(wl: Workload, *, b_column_major: bool, repeats: int = 100, seed: int = 0) -> Measurement:
+    """cuBLASLt's int8 GEMM (``torch._int_mm``) on the GEMM an int8 ``conv2d_int8`` layer amounts to: A = the im2col
+    matrix (M = N*OH*OW, K = R*S*C, built once, untimed), B = the filter as K x N (column-major: the filter's own
+    k-contiguous order; row-major: the transposed copy), int32 out, no epilogue. Checked exactly against a float64
+    product (exact below 2^53). Variant ``int_mm_b_colmajor`` / ``int_mm_b_rowmajor``, provider ``cublaslt``."""
+    import torch
+
+    from tirbench.workloads.conv2d import output_size
+    from tirbench.workloads.conv2d_int8 import kc32rs32_to_kcrs, nchw32_to_nchw
+
+    if wl.name != "conv2d" or wl.dtype != "int8":
+        raise ValueError(f"int_mm_conv_gemm takes an int8 conv2d workload, got {wl.name} {wl.dtype}")
+    (x32, w32, *_), _ = inputs_and_reference(wl, seed)
+    n, c, h, w, k, r, s, stride, pad = wl.sizes.values()
+    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+    xp = np.pad(nchw32_to_nchw(x32).transpose(0, 2, 3, 1), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    taps = [xp[:, ry:ry + stride * (oh - 1) + 1:stride, rx:rx + stride * (ow - 1) + 1:stride, :]
+            for ry in range(r) for rx in range(s)]
+    a = np.ascontiguousarray(np.stack(taps, axis=3).reshape(n * oh * ow, r * s * c))   # k = (ry, rx, c)
+    b = kc32rs32_to_kcrs(w32).transpose(0, 2, 3, 1).reshape(k, r * s * c)                # [N, K]
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    a_dev = torch.from_numpy(a).cuda()
+    b_dev = torch.from_numpy(np.ascontiguousarray(b)).cuda().t() if b_column_major else \
+        torch.from_numpy(np.ascontiguousarray(b.T)).cuda()
+    out = torch._int_mm(a_dev, b_dev)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), ref.astype(np.int64),
+                                  err_msg="torch._int_mm: output differs from the reference")
+    variant = "int_mm_b_colmajor" if b_column_major else "int_mm_b_rowmajor"
+    return Measurement(wl, variant, "cublaslt", time_torch(torch._int_mm, [a_dev, b_dev], repeats=repeats))

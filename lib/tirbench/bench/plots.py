@@ -1,0 +1,72 @@
+"""One plotting helper for every notebook: a line (or bar) per provider/variant, the vendor baseline, the peak."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from tirbench.core.atomic import write_atomic
+
+#: Providers drawn as the reference (dashed black line / dark bar).
+VENDORS = ("cublas", "cublaslt", "cudnn", "torch")
+
+
+def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
+    """Save ``fig`` as a PNG at ``path`` atomically (a failed or killed run leaves the previous plot whole); nothing
+    when ``path`` is None (``Session.figure_path`` with ``save`` off)."""
+    if path is None:
+        return
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    write_atomic(path, buf.getvalue())
+
+
+def series_name(provider: str, variant: str) -> str:
+    return f"{variant} ({provider})"
+
+
+def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str, ylabel: str,
+                   peak: float | None = None, peak_name: str = "peak", kind: str = "line", logx: bool = False,
+                   path: Path | None = None) -> plt.Figure:
+    """Plot ``y`` against ``x`` with one line (kind="line") or one bar (kind="bar") per provider/variant.
+
+    ``peak`` draws a roof and a right-hand axis in % of it. ``caption`` (GPU, date, measured/recorded) is
+    printed under the axes. The figure is saved to ``path`` (PNG) when given.
+    """
+    if kind not in ("line", "bar"):
+        raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
+    fig, ax = plt.subplots(figsize=(9, 5))
+    if kind == "line":
+        vendor_styles = iter([("black", "--", "s"), ("0.45", "-.", "^"), ("0.25", ":", "D"), ("0.6", "--", "v")])
+        for (provider, variant), g in df.groupby(["provider", "variant"], sort=False):
+            g = g.sort_values(x)
+            color, style, marker = next(vendor_styles, ("black", "--", "s")) if provider in VENDORS else (None, "-", "o")
+            ax.plot(g[x], g[y], marker=marker, linestyle=style, color=color, label=series_name(provider, variant))
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(x)
+    else:
+        names = [series_name(p, v) for p, v in zip(df["provider"], df["variant"])]
+        colors = ["0.25" if p in VENDORS else f"C{i % 10}" for i, p in enumerate(df["provider"])]
+        ax.bar(names, df[y], color=colors)
+        ax.tick_params(axis="x", rotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+        vendor_rows = df[df["provider"].isin(VENDORS)]
+        if not vendor_rows.empty:
+            ax.axhline(vendor_rows[y].max(), color="black", linestyle="--", linewidth=1,
+                       label=f"{series_name(vendor_rows['provider'].iloc[0], vendor_rows['variant'].iloc[0])}")
+    if peak:
+        ax.axhline(peak, color="tab:red", linestyle=":", linewidth=1.5, label=f"{peak_name} ({peak:g})")
+        sec = ax.secondary_yaxis("right", functions=(lambda v: v / peak * 100, lambda p: p * peak / 100))
+        sec.set_ylabel(f"% of {peak_name}")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.text(0.01, 0.005, caption, fontsize=8, color="0.3")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    save_figure(fig, path)
+    return fig

@@ -1,0 +1,103 @@
+"""The results CSV: its columns, an atomic appender, and strict readers for the latest run."""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import pandas as pd
+
+from tirbench.core.atomic import write_atomic
+from tirbench.core.errors import OneLineError
+
+#: Column order of every results/<notebook>/results.csv (the first 18 are the published schema).
+COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
+           "variant", "provider", "trials", "median_ms", "p20_ms", "p80_ms", "gflops", "gbps", "verified",
+           "repeats", "compute_capability"]
+
+#: ``provider`` values a row may carry.
+PROVIDERS = ("tvm", "metaschedule", "cublas", "cublaslt", "cudnn", "torch")
+
+
+class ResultsFileError(OneLineError):
+    """A results CSV that is not whole: other columns than ``COLUMNS``, or a line cut short (a crash mid-write of
+    a writer other than ``append_rows``, a bad merge). Reading it would silently drop or blank rows."""
+
+
+def check_csv(path: Path, text: str, columns: list[str] = COLUMNS) -> None:
+    """ResultsFileError naming ``path`` unless ``text`` is a header of exactly ``columns`` and rows of as many
+    fields, each ending with a newline."""
+    if not text:
+        return
+    lines = list(csv.reader(io.StringIO(text)))
+    if lines[0] != columns:
+        extra = [c for c in lines[0] if c not in columns]
+        missing = [c for c in columns if c not in lines[0]]
+        raise ResultsFileError(f"{path}: columns differ from the schema (unknown: {', '.join(extra) or '-'}; "
+                               f"missing: {', '.join(missing) or '-'}): move it aside, no row of it is read")
+    if not text.endswith("\n"):
+        raise ResultsFileError(f"{path}: the last line has no newline (a write cut short): repair or move it aside")
+    for number, fields in enumerate(lines[1:], start=2):
+        if len(fields) != len(columns):
+            raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(columns)}: "
+                                   f"repair or move it aside")
+
+
+def validate_row(row: Mapping[str, object]) -> None:
+    """ValueError for a row that lacks a column, names an unknown provider, or is not verified."""
+    missing = [c for c in COLUMNS if c not in row]
+    if missing:
+        raise ValueError(f"result row lacks columns: {', '.join(missing)}")
+    if row["provider"] not in PROVIDERS:
+        raise ValueError(f"provider {row['provider']!r} is not one of {', '.join(PROVIDERS)}")
+    if row["verified"] is not True:
+        raise ValueError("only verified kernels get a result row")
+
+
+def append_rows(path: Path, rows: Iterable[Mapping[str, object]]) -> int:
+    """Append rows to ``path`` atomically: write old + new content to a temp file beside it, then rename.
+
+    A crash or error at any point leaves the previous file untouched. Returns the number of rows appended.
+    """
+    return append_csv(path, rows, COLUMNS, validate_row)
+
+
+def append_csv(path: Path, rows: Iterable[Mapping[str, object]], columns: list[str],
+               validate: Callable[[Mapping[str, object]], None]) -> int:
+    """Validate ``rows``, then append them (``columns`` in order) to the CSV at ``path`` atomically, writing the
+    header into a new file; refuses a file that is not whole (``check_csv``). Returns the number appended."""
+    rows = list(rows)
+    for row in rows:
+        validate(row)
+    if not rows:
+        return 0
+    path = Path(path)
+    old = path.read_text() if path.exists() else ""
+    check_csv(path, old, columns)  # never append to a file that is not whole
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    if not old:
+        writer.writeheader()
+    writer.writerows({c: row[c] for c in columns} for row in rows)
+    write_atomic(path, (old + buf.getvalue()).encode())
+    return len(rows)
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """All rows of a results CSV (empty frame with the schema if there is none); ResultsFileError for a file that
+    is not whole (``check_csv``)."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    check_csv(path, text)
+    if not text:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str})
+
+
+def latest_run(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the most recent run (by timestamp) in ``df``."""
+    if df.empty:
+        return df
+    last = df.sort_values("timestamp")["run_id"].iloc[-1]
+    return df[df["run_id"] == last].reset_index(drop=True)

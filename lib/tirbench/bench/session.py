@@ -1,0 +1,113 @@
+"""One notebook run: says which mode it is in, collects verified measurements, commits them atomically.
+
+On a CUDA GPU the run measures and, when ``save`` is on, appends its rows to
+``results/<notebook>/results.csv`` and saves figures beside it. Without a GPU it builds and verifies what it
+can on the CPU, writes nothing under ``results/``, and its plots show the recorded GPU rows, labelled so.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+
+import pandas as pd
+
+from tirbench.bench import results
+from tirbench.bench.harness import Measurement
+from tirbench.core.machine import DeviceInfo, Peak, has_cuda_gpu, peak_for
+from tirbench.core.paths import output_dir, project_root
+
+
+class Session:
+    """The state of one notebook run (see the module docstring)."""
+
+    def __init__(self, notebook: str, *, quick: bool = False, save: bool = True, root: Path | None = None):
+        self.notebook = notebook
+        self.quick = quick
+        self.save = save
+        self.root = root or project_root()
+        self.gpu = has_cuda_gpu()
+        self.device = DeviceInfo.detect() if self.gpu else None
+        now = dt.datetime.now(dt.timezone.utc)
+        self.timestamp = now.isoformat(timespec="seconds")
+        self.run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+        self.measurements: list[Measurement] = []
+        self.committed = False
+        print(self.banner())
+
+    # -- where things go -------------------------------------------------------------------------------
+    @property
+    def results_csv(self) -> Path:
+        return self.root / "results" / self.notebook / "results.csv"
+
+    def figure_path(self, name: str) -> Path | None:
+        """Where to save a figure: beside the CSV on a GPU run, under build/cpu-run/ without a GPU."""
+        if not self.save:
+            return None
+        base = output_dir(self.root) / self.notebook
+        base.mkdir(parents=True, exist_ok=True)
+        return base / name
+
+    # -- what the run says about itself ------------------------------------------------------------------
+    def banner(self) -> str:
+        mode = "quick" if self.quick else "full"
+        if self.gpu:
+            return f"[tirbench] GPU run ({mode}) on {self.device.describe()}; run_id {self.run_id}"
+        rec = self.recorded()
+        src = (f"recorded on {rec['gpu'].iloc[0]} at {rec['timestamp'].iloc[0][:10]}" if not rec.empty
+               else "none recorded yet")
+        return (f"[tirbench] No CUDA GPU found: building CUDA kernels for sm_90a (source shown), checking numerics "
+                f"on llvm, plotting recorded GPU results ({src}); recorded results are left untouched.")
+
+    @property
+    def peak(self) -> Peak | None:
+        gpu = self.device.gpu if self.gpu else next(iter(self.recorded()["gpu"]), "")
+        return peak_for(gpu)
+
+    # -- measurements ------------------------------------------------------------------------------------
+    def record(self, m: Measurement) -> Measurement:
+        """Keep a verified measurement of this run and print its one-line summary."""
+        if not self.gpu:
+            raise RuntimeError("measurements are recorded only on a CUDA GPU run")
+        self.measurements.append(m)
+        print(m.summary())
+        return m
+
+    def rows(self) -> list[dict[str, object]]:
+        d = self.device
+        return [{
+            "run_id": self.run_id, "timestamp": self.timestamp, "gpu": d.gpu, "driver": d.driver,
+            "tvm_version": d.tvm_version, "notebook": self.notebook, "workload": m.workload.name,
+            "shape": m.workload.shape, "dtype": m.workload.dtype, "variant": m.variant, "provider": m.provider,
+            "trials": m.trials, "median_ms": round(m.timing.median_ms, 6), "p20_ms": round(m.timing.p20_ms, 6),
+            "p80_ms": round(m.timing.p80_ms, 6), "gflops": round(m.gflops, 3), "gbps": round(m.gbps, 3),
+            "verified": True, "repeats": m.timing.repeats, "compute_capability": d.compute_capability,
+        } for m in self.measurements]
+
+    def commit(self) -> int:
+        """Append this run's rows to the CSV (GPU run with ``save`` on); returns how many were written."""
+        if not (self.gpu and self.save) or self.committed:
+            return 0
+        n = results.append_rows(self.results_csv, self.rows())
+        self.committed = True
+        print(f"[tirbench] {n} rows appended to {self.results_csv.relative_to(self.root)}")
+        return n
+
+    # -- what to plot ------------------------------------------------------------------------------------
+    def recorded(self) -> pd.DataFrame:
+        """The latest recorded run in this notebook's CSV."""
+        return results.latest_run(results.read_results(self.results_csv))
+
+    def frame(self) -> pd.DataFrame:
+        """This run's rows on a GPU; otherwise the latest recorded GPU run."""
+        if self.gpu:
+            return pd.DataFrame(self.rows())
+        return self.recorded()
+
+    def label(self) -> str:
+        """Figure caption: measured now, or recorded (GPU, date)."""
+        df = self.frame()
+        if df.empty:
+            return "no GPU results recorded yet"
+        gpu, date, drv = df["gpu"].iloc[0], str(df["timestamp"].iloc[0])[:10], df["driver"].iloc[0]
+        return f"{'measured' if self.gpu else 'recorded'} on {gpu}, {date}, driver {drv}, TVM {df['tvm_version'].iloc[0]}"

@@ -1,0 +1,54 @@
+"""Generated device source: extract the kernels, show them, and check the CUDA with nvcc (no GPU needed)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import tvm
+from tvm import s_tir
+
+from tirbench.core import lowering
+from tirbench.core.machine import cuda_target
+
+
+def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target | None = None) -> str:
+    """The full device source TVM generates for ``kernel`` (CUDA for the default sm_90a target)."""
+    mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
+    ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
+    return ex.mod.imports[0].inspect_source()
+
+
+def kernel_only(src: str) -> str:
+    """The CUDA source from the first kernel definition on (drops TVM's fixed preamble and declarations)."""
+    defs = [m.start() for m in re.finditer(r'extern "C" __global__[^;{]*\{', src)]
+    return src[defs[0]:].strip() if defs else src
+
+
+def show_cuda(kernel: s_tir.Schedule | tvm.IRModule) -> str:
+    """Print and return the generated CUDA kernel(s) for sm_90a."""
+    src = kernel_only(device_source(kernel))
+    print(src)
+    return src
+
+
+def nvcc_report(src: str, arch: str = "sm_90a") -> list[str]:
+    """Compile CUDA source to a cubin with nvcc and return ptxas's register/shared-memory/spill lines.
+
+    Raises RuntimeError if nvcc is missing or rejects the source.
+    """
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc is None:
+        raise RuntimeError("nvcc not found: install the CUDA toolkit or put nvcc on PATH")
+    with tempfile.TemporaryDirectory() as d:
+        cu = Path(d) / "kernel.cu"
+        cu.write_text(src)
+        r = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-o", str(Path(d) / "kernel.cubin"), "--resource-usage",
+                            "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", str(cu)],
+                           capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"nvcc rejected the generated source: {r.stderr.strip().splitlines()[-1]}")
+    return [line.split(":", 1)[-1].strip() for line in (r.stdout + r.stderr).splitlines()
+            if "registers" in line or "spill" in line]

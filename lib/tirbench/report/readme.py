@@ -1,0 +1,228 @@
+"""Regenerate the README's results table from results/*/results.csv (latest run of each notebook).
+
+    python -m tirbench.report.readme README.md
+
+rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
+each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
+against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
+03's padded kernels against cuBLAS) and ``tuning-throughput`` (``results/tuning/throughput.csv``) when the README has
+that section; nothing is typed by hand.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from tirbench.bench.results import latest_run, read_results
+from tirbench.core.errors import OneLineError
+from tirbench.tuning import throughput
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Which rows of a notebook's latest run the README shows, and what they are compared with."""
+
+    shapes: tuple[str, ...]   # rows with these shapes
+    baseline: str             # variant each row is divided by; "{dtype}" is replaced by the row's dtype;
+                              # "fastest:<provider>": that provider's fastest row of the same shape and dtype
+                         # (of the same shape in any dtype where it has none in this one)
+    metric: str               # "gbps" or "gflops"
+    variants: tuple[str, ...] | None = None   # only these variants (None: all)
+
+
+HEADLINES: list[tuple[str, Headline]] = [
+    ("01_vector_add", Headline(("67108864",), "a+b", "gbps")),
+    ("02_window_sum", Headline(("67108864x3", "67108864"), "copy", "gbps")),
+    ("03_gemm", Headline(("4096x4096x4096",), "cublas_{dtype}", "gflops")),
+    ("03_gemm", Headline(("1024x1024x1024",), "cublas_{dtype}", "gflops",
+                         ("v5_best", "v7_best", "v8_best", "metaschedule_float32", "metaschedule_v5_space_float32",
+                          "cublas_float32", "cublas_float16"))),
+    ("04_conv2d", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+    ("04_conv2d", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+    ("05_conv2d_tensorcore", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+    ("06_conv2d_int8", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A per-layer table (fastest TVM kernel vs fastest cuDNN run, and the geometric mean of cuDNN time / TVM time)
+    of one notebook's latest run, written between ``<!-- {marker}:start -->`` and ``<!-- {marker}:end -->``."""
+
+    marker: str
+    notebook: str
+    shapes: tuple[str, ...]
+
+    @property
+    def start(self) -> str:
+        return _markers(self.marker)[0]
+
+    @property
+    def end(self) -> str:
+        return _markers(self.marker)[1]
+
+
+def _markers(name: str) -> tuple[str, str]:
+    """The README comments that open and close the generated section ``name``."""
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def _run_label(df: pd.DataFrame) -> str:
+    """The line under a generated table: the GPU, driver and run its rows come from."""
+    return f"{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
+
+
+SWEEPS: list[Sweep] = [
+    Sweep("conv-sweep", "04_conv2d", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
+                                      "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")),
+    Sweep("conv-fp16-sweep", "05_conv2d_tensorcore", ("32x64x56x56x64x3x3x1x1", "32x256x14x14x256x3x3x1x1",
+                                                      "32x512x7x7x512x3x3x1x1", "32x256x56x56x64x1x1x1x0")),
+    Sweep("conv-int8-sweep", "06_conv2d_int8", ("256x256x14x14x512x3x3x1x1", "32x64x56x56x64x3x3x1x1",
+                                                "32x256x14x14x256x3x3x1x1", "32x512x7x7x512x3x3x1x1")),
+]
+UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}
+
+
+def headline_table(root: Path) -> str:
+    """A markdown table: per notebook, the headline rows of its latest recorded GPU run."""
+    lines = ["| notebook | workload | shape | variant | provider | median ms | rate | vs baseline | GPU, date |",
+             "|---|---|---|---|---|---:|---:|---:|---|"]
+    not_run: set[str] = set()
+    for nb, head in HEADLINES:
+        df = latest_run(read_results(root / "results" / nb / "results.csv"))
+        if df.empty:
+            if nb not in not_run:
+                not_run.add(nb)
+                lines.append(f"| {nb} | | | | | | | | not run on a GPU yet |")
+            continue
+        df = df[df["shape"].astype(str).isin(head.shapes)]
+        if head.variants is not None:
+            df = df[df["variant"].isin(head.variants)]
+        for r in df.itertuples():
+            baseline, base = _baseline(df, head, r)
+            ratio = f"{getattr(r, head.metric) / base.iloc[0]:.3f}x {baseline}" if len(base) else ""
+            lines.append(f"| {nb} | {r.workload} | {r.shape} | {r.variant} | {r.provider} | {r.median_ms:.4f} | "
+                         f"{getattr(r, head.metric):,.0f} {UNITS[head.metric]} | {ratio} | "
+                         f"{r.gpu}, {str(r.timestamp)[:10]} |")
+    return "\n".join(lines)
+
+
+def _baseline(df: pd.DataFrame, head: Headline, r) -> tuple[str, pd.Series]:
+    """The name of the row ``r`` is compared with, and its metric (empty when the run has no such row)."""
+    same = df[(df["dtype"] == r.dtype) & (df["shape"].astype(str) == str(r.shape))]
+    if head.baseline.startswith("fastest:"):
+        provider = head.baseline.split(":", 1)[1]
+        rows = same[same["provider"] == provider]
+        if rows.empty:  # the vendor has no kernel in this dtype (int8 convolution): its fastest in any dtype
+            rows = df[(df["shape"].astype(str) == str(r.shape)) & (df["provider"] == provider)]
+        rows = rows.sort_values(head.metric)
+        return (rows["variant"].iloc[-1], rows[head.metric].iloc[-1:]) if len(rows) else (head.baseline, rows[head.metric])
+    baseline = head.baseline.format(dtype=r.dtype)
+    return baseline, df.loc[(df["variant"] == baseline) & (df["dtype"] == r.dtype), head.metric]
+
+
+def sweep_table(root: Path, sweep: Sweep = SWEEPS[0]) -> str:
+    """Per layer of ``sweep`` in its notebook's latest run: the fastest TVM kernel (hand or tuned), the fastest cuDNN
+    layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
+    df = latest_run(read_results(root / "results" / sweep.notebook / "results.csv"))
+    lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest TVM | ms | fastest cuDNN | ms | cuDNN time / TVM time |",
+             "|---|---|---:|---|---:|---:|"]
+    ratios = []
+    for shape in sweep.shapes:
+        rows = df[df["shape"].astype(str) == shape] if not df.empty else df
+        ours = rows[rows["provider"].isin(["tvm", "metaschedule"])].sort_values("median_ms")
+        vendor = rows[rows["provider"] == "cudnn"].sort_values("median_ms")
+        if ours.empty or vendor.empty:
+            continue
+        ratios.append(vendor["median_ms"].iloc[0] / ours["median_ms"].iloc[0])
+        lines.append(f"| {shape} | {ours['variant'].iloc[0]} | {ours['median_ms'].iloc[0]:.4f} | "
+                     f"{vendor['variant'].iloc[0]} | {vendor['median_ms'].iloc[0]:.4f} | {ratios[-1]:.3f}x |")
+    if not ratios:
+        return "not run on a GPU yet"
+    lines.append(f"| geometric mean over {len(ratios)} layers | | | | | **{float(np.exp(np.mean(np.log(ratios)))):.3f}x** |")
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+
+
+def padded_table(root: Path) -> str:
+    """Notebook 03's latest run: per shape no tile divides, the padded v5 (fp32) and v8 (fp16) kernels against cuBLAS
+    at the same shape."""
+    df = latest_run(read_results(root / "results" / "03_gemm" / "results.csv"))
+    padded = df[df["variant"].astype(str).str.endswith("_padded")] if not df.empty else df
+    if padded.empty:
+        return "not run on a GPU yet"
+    lines = ["| shape (MxNxK) | kernel | dtype | ms | TFLOP/s | cuBLAS TFLOP/s | kernel / cuBLAS |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for r in padded.itertuples():
+        vendor = df[(df["shape"] == r.shape) & (df["variant"] == f"cublas_{r.dtype}")]
+        if vendor.empty:
+            continue
+        v = vendor.iloc[-1]
+        lines.append(f"| {r.shape} | {r.variant} | {r.dtype} | {r.median_ms:.4f} | {r.gflops / 1e3:.1f} | "
+                     f"{v['gflops'] / 1e3:.1f} | {r.gflops / v['gflops']:.3f}x |")
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+
+
+def throughput_table(root: Path) -> str:
+    """Every recorded tuning run (``results/tuning/throughput.csv``): where it ran, how, and its trials per minute."""
+    path = throughput.path_for(root)
+    df = throughput.read(path) if path.exists() else pd.DataFrame()
+    if df.empty:
+        return "no tuning run recorded yet"
+    lines = ["| run | GPU | GPUs | runner | setup | workload | shape | space | trials | seconds | trials/min |",
+             "|---|---|---:|---|---|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.runner} | {r.setup} | {r.workload} {r.dtype} | {r.shape} | "
+              f"{r.space} | {r.trials} | {r.seconds:.1f} | {r.trials_per_min:.2f} |" for r in df.itertuples()]
+    return "\n".join(lines)
+
+
+#: Generated sections besides the headline rows and the sweeps: marker -> table builder.
+SECTIONS = {"gemm-padded": padded_table, "tuning-throughput": throughput_table}
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
+def _replace_section(text: str, name: str, table: Callable[[], str]) -> str:
+    """``text`` with the generated section ``name`` rewritten by ``table()``, where ``text`` has that section."""
+    start, end = _markers(name)
+    return _replace(text, start, end, table()) if start in text and end in text else text
+
+
+def update_readme(readme: Path, root: Path) -> bool:
+    """Replace the marked sections of ``readme``; returns whether the file changed."""
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise ValueError(f"{readme} has no {START} ... {END} section")
+    new = _replace(text, START, END, headline_table(root))
+    for sweep in SWEEPS:
+        new = _replace_section(new, sweep.marker, lambda sweep=sweep: sweep_table(root, sweep))
+    for name, table in SECTIONS.items():
+        new = _replace_section(new, name, lambda table=table: table(root))
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
+def main(argv: list[str]) -> int:
+    readme = Path(argv[1] if len(argv) > 1 else "README.md").resolve()
+    try:
+        changed = update_readme(readme, readme.parent)
+    except OneLineError as err:  # a results CSV that is not whole
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    print(f"{readme.name}: results table {'updated' if changed else 'unchanged'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,74 @@
+"""One kernel family as data: what the notebooks sweep, verify and time, and what the tests hash.
+
+A ``KernelRecord`` names a schedule helper, its parameters spelled out, the PassContext config its kernels are built
+with, the candidates a sweep tries (each overrides the defaults) and which workloads it takes: ``accepts(workload)``
+reads the workload's module (its blocks) and its dtype and layout, as TVM's DLight rules read the block, and
+returns ``None`` or the one-line reason it does not apply.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping
+
+from tvm import s_tir
+
+from tirbench.workloads.base import Workload
+
+Accepts = Callable[[Workload], "str | None"]
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """A kernel family (see the module docstring)."""
+
+    name: str
+    schedule: Callable[..., s_tir.Schedule]
+    defaults: Mapping[str, Any]
+    accepts: Accepts
+    pass_config: Mapping[str, object] = field(default_factory=dict)
+    candidates: tuple[Mapping[str, Any], ...] = ()
+
+    def params(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The helper's keyword arguments: the defaults, then ``overrides``."""
+        return {**self.defaults, **(overrides or {})}
+
+    def apply(self, wl: Workload, overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> s_tir.Schedule:
+        """Schedule ``wl``'s module with the defaults and ``overrides``; a one-line ValueError where the family does
+        not take ``wl`` or a parameter does not fit it."""
+        reason = self.accepts(wl)
+        if reason is not None:
+            raise ValueError(f"{self.name} does not take {wl.name} {wl.shape} ({wl.dtype}): {reason}")
+        return self.schedule(s_tir.Schedule(wl.mod), **self.params({**(overrides or {}), **kwargs}))
+
+    def with_candidates(self, candidates: Iterable[Mapping[str, Any]]) -> "KernelRecord":
+        return replace(self, candidates=tuple(candidates))
+
+    def describe(self, overrides: Mapping[str, Any] | None = None) -> str:
+        """``helper(k=v, ...)`` with the parameters a kernel of this family is scheduled with."""
+        args = ", ".join(f"{k}={v}" for k, v in self.params(overrides).items())
+        return f"{self.schedule.__name__}({args})"
+
+
+def has_block(wl: Workload, name: str) -> bool:
+    """Whether ``wl``'s module has a block called ``name``."""
+    try:
+        s_tir.Schedule(wl.mod).get_sblock(name)
+    except Exception:  # noqa: BLE001 - TVM raises its own error type for a missing block
+        return False
+    return True
+
+
+def takes(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...] | None = None) -> Accepts:
+    """``accepts`` for a family whose kernels schedule the block ``block`` of a workload with inputs of one of
+    ``dtypes`` (and, where given, one of ``layouts``)."""
+
+    def accepts(wl: Workload) -> str | None:
+        if not has_block(wl, block):
+            return f"its module has no block {block!r}"
+        if wl.dtype not in dtypes:
+            return f"takes {' or '.join(dtypes)} inputs, not {wl.dtype}"
+        if layouts is not None and wl.layout not in layouts:
+            return f"takes the {' or '.join(layouts)} layout, not {wl.layout or 'none'}"
+        return None
+
+    return accepts

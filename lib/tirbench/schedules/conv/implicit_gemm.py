@@ -1,0 +1,152 @@
+"""fp16 tensor-core convolution: the NHWC convolution as an implicit GEMM on the GEMM ladder's tensor-core rungs.
+
+``conv2d_as_gemm`` reindexes the ``"conv"`` block of ``conv2d(..., layout="NHWC", dtype="float16")`` into a GEMM
+block, C[m, n] += A[m, k] * B[k, n] with
+
+- m = (image, output row, output column): GEMM_M = N * OH * OW, the output pixels (Y is [GEMM_M, K] in memory);
+- n = output channel: GEMM_N = K;
+- k = (kernel row, input-channel block, kernel column, channel in block): GEMM_K = R * S * C.
+
+A is the im2col matrix of the input and is never stored: once a helper has cached A's tile in shared memory,
+``_finish`` inlines the reindexing (and the zero padding) into that copy, so each shared-memory fill reads the input
+pixels straight from X, with a zero-fill predicate where the window hangs over the border. B is the filter (R, S, C,
+K) read as rows of k. The order of k keeps that fill fast: a ``channel_block`` equal to the helper's k tile makes
+every k tile one (kernel row, channel block, kernel column) with its channels contiguous, and puts the kernel row
+and column outside every division TVM's vectorizer must see through. (With the plain (row, column, channel) order,
+TVM cannot prove that the padding predicate is the same for 8 consecutive channels and falls back to 2-byte loads.)
+
+C lives in shared memory: the helper's accumulators are stored there, and the epilogue rounds them to half and
+writes 16-byte rows of Y (the block tile's rows are output pixels, contiguous in NHWC). TVM reuses the pipeline's
+shared memory for it.
+"""
+from __future__ import annotations
+
+from tvm import s_tir
+from tvm.tirx import IndexMap
+
+from tirbench.core import lowering
+from tirbench.schedules.common.checks import require_divides
+from tirbench.schedules.common.tiling import WARP, has_block
+from tirbench.schedules.conv.direct import _conv_block
+from tirbench.schedules.gemm.tensorcore import gemm_v7_mma, gemm_v8_wgmma
+
+#: Halves per 16-byte copy.
+VECTOR = 8
+
+
+def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
+    """Reindex the tensor-core convolution's block "conv" into a GEMM block (loops m, n, k; see the module docstring).
+
+    Two workloads: the NHWC float16 ``conv2d`` (B is [K, N]: C[m, n] += A[m, k] * B[k, n]) and the NC/32HW32 int8
+    ``conv2d_int8`` (B is [N, K], the filter's own k-contiguous order: C[m, n] += A[m, k] * B[n, k], what
+    ``mma.sync``'s int8 operands need). After this, ``gemm_block(sch, "conv")`` finds it, and the GEMM helpers take
+    ``block="conv"``. The output copy (block "Yacc_reindex", which takes in the "cast" or "epilogue" block) is put
+    in (m, n) order too, and C in shared memory. The GEMM helpers then take any m (pixels) and n (output channels):
+    where their tiles do not divide, the block is padded to them (``tirbench.schedules.common.padding``), the pad folds into
+    the im2col fills (predicated, zero-filling ``cp.async``) and the crop into the output copy, which stores only the
+    real pixels and channels. k's tile must divide the input channels (``channel_block``).
+    """
+    int8 = has_block(sch, "epilogue")
+    blk, ext = _conv_block(sch, "NCHW32" if int8 else "NHWC")
+    if not int8 and not has_block(sch, "cast"):
+        raise ValueError("tensor-core convolutions take float16 inputs: use conv2d(..., layout='NHWC', "
+                         "dtype='float16')")
+    r, s, c, oh, ow = ext["r"], ext["s"], ext["c"], ext["oh"], ext["ow"]
+    require_divides(c, channel_block, param="channel_block (the k tile)", axis="c (input channels)")
+    cb = channel_block
+
+    def pixel(b, y, x):
+        return b * oh * ow + y * ow + x
+
+    def k_index(ry, rx, rc):  # a 1-wide kernel axis gets no term (TVM's bijectivity check trips on it)
+        return (ry * (c * s) if r > 1 else 0) + (rc // cb) * (s * cb) + (rx * cb if s > 1 else 0) + rc % cb
+
+    sch.reindex(blk, ("read", 0))
+    sch.reindex(blk, ("read", 1))
+    sch.reindex(blk, ("write", 0))
+    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (pixel(b, y, x), f, k_index(ry, rx, rc)))
+
+    def a_index(b, y, x, *taps_and_channel):  # the im2col buffer: TVM leaves out 1-wide kernel axes
+        *taps, rc = taps_and_channel
+        at = dict(zip([axis for axis, width in (("ry", r), ("rx", s)) if width > 1 or len(taps) == 2], taps))
+        return pixel(b, y, x), k_index(at.get("ry", 0), at.get("rx", 0), rc)
+
+    ndim = len(sch.get(blk).reads[0].source.shape)
+    sch.transform_layout(blk, ("read", 0), IndexMap.from_func(a_index, ndim=ndim, index_dtype="int32"))
+    if int8:
+        sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (f, k_index(ry, rx, rc)))
+    else:
+        sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (k_index(ry, rx, rc), f))
+    sch.transform_layout(blk, ("write", 0), lambda b, y, x, f: (pixel(b, y, x), f))
+    sch.reverse_compute_inline(sch.get_sblock("epilogue" if int8 else "cast"))
+    out = sch.get_sblock("Yacc_reindex")
+    sch.transform_block_layout(out, lambda b, y, x, f: (pixel(b, y, x), f))
+    sch.set_scope(blk, 0, "shared.dyn")
+    return sch
+
+
+def _inline_im2col(sch: s_tir.Schedule) -> None:
+    """Once A and B are cached in shared memory: inline im2col, the filter reshape and the padding into the fills."""
+    for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
+        sch.compute_inline(sch.get_sblock(name))
+
+
+def _input_fill(sch: s_tir.Schedule) -> s_tir.SBlockRV:
+    """The block that fills the im2col tile in shared memory ("Xp_reindex_shared.dyn", or "Xp_reindex_pad_shared.dyn"
+    where the GEMM helper padded M)."""
+    for name in ("Xp_reindex_shared.dyn", "Xp_reindex_pad_shared.dyn"):
+        if has_block(sch, name):
+            return sch.get_sblock(name)
+    raise RuntimeError("no im2col shared-memory fill: run a GEMM helper on conv2d_as_gemm's block first")
+
+
+def _finish(sch: s_tir.Schedule, *, warps: int, vector: int = VECTOR) -> s_tir.Schedule:
+    """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
+    (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads."""
+    _inline_im2col(sch)
+    out = sch.get_sblock("Yacc_reindex")
+    sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
+    _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, vector])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    return sch
+
+
+def _l1_fill(sch: s_tir.Schedule, on: bool) -> None:
+    """With ``on``: the input's (im2col) shared-memory fill copies through L1 (``cp.async.ca``, ``lowering.L1_FILL``).
+    A 3x3 window reads each input row three times in three consecutive k tiles (the kernel columns), so L1 can serve
+    two of them; the filter's fill is read once per block and stays ``.cg``."""
+    if on:
+        fill = sch.get_loops(_input_fill(sch))[-4]  # (copies, threadIdx.y, threadIdx.x, 16 B)
+        sch.annotate(fill, lowering.L1_FILL, 1)
+
+
+def _require_epilogue(block_tile: tuple[int, int], warps: int, vector: int = VECTOR) -> None:
+    if block_tile[0] * block_tile[1] % (warps * WARP * vector):
+        raise ValueError(f"block_tile={block_tile}: the epilogue gives each of {warps * WARP} threads the same "
+                         f"number of {vector}-value rows, so bm * bn must be a multiple of {warps * WARP * vector}")
+
+
+def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), stages: int = 4,
+                      raster: int = 1, overlap: bool = False) -> s_tir.Schedule:
+    """The implicit GEMM on Hopper's warpgroup MMA: ``gemm_v8_wgmma`` (128-byte swizzled shared tiles of k = 64,
+    a ``stages``-deep cp.async pipeline, one wgmma group per k tile) on the reindexed convolution."""
+    conv2d_as_gemm(sch, channel_block=64)
+    warps = block_tile[0] // 16
+    _require_epilogue(block_tile, warps)
+    gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
+                  block="conv")
+    return _finish(sch, warps=warps)
+
+
+def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                    warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3, raster: int = 1,
+                    prefetch: str = "k_step") -> s_tir.Schedule:
+    """The implicit GEMM on ldmatrix + mma.sync m16n8k16: ``gemm_v7_mma`` on the reindexed convolution."""
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_epilogue(block_tile, warps)
+    gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
+                prefetch=prefetch, block="conv")
+    return _finish(sch, warps=warps)

@@ -1,0 +1,111 @@
+"""int8 convolution on tensor cores: the NC/32HW32 ``conv2d_int8`` as an implicit GEMM (``conv2d_as_gemm``) on the
+GEMM ladder's int8 helpers (ldmatrix + mma.sync m16n8k32, Hopper integer wgmma), with the fused epilogue (bias, scale,
+rounding, residual, ReLU, saturation) applied per thread as the int32 tile leaves shared memory.
+"""
+from __future__ import annotations
+
+from tvm import s_tir
+
+from tirbench.schedules.common.padding import C_ROW_PAD
+from tirbench.schedules.common.tiling import WARP
+from tirbench.schedules.conv.implicit_gemm import _inline_im2col, _input_fill, _l1_fill, conv2d_as_gemm
+from tirbench.schedules.gemm.tensorcore import gemm_mma_int8, gemm_v8_wgmma
+
+#: int8 channels per thread in the epilogue: 16 int32 accumulators (four 16-byte shared-memory loads) -> one
+#: 16-byte store of Y (half of a pixel's 32-channel group).
+INT8_VECTOR = 16
+
+
+def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
+    """``_finish`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation) per thread on
+    ``INT8_VECTOR`` channels of one pixel per pass, its memory traffic in registers. Before its passes a thread loads
+    its channels' bias and scale once (16-byte loads); per pass (unrolled, so the residual loads overlap) C's int32
+    values come in four 16-byte shared loads, the residual in one 16-byte load and Y leaves in one 16-byte store;
+    only the arithmetic is scalar (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and stores
+    included). C's shared rows are padded by 8 values so the accumulators' stores do not collide in one bank group."""
+    _inline_im2col(sch)
+    _pad_c_rows(sch)
+    out = sch.get_sblock("Yacc_reindex")
+    sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
+    m, n = sch.get_loops(out)[1:]
+    per_row = int(sch.get(n).extent) // INT8_VECTOR
+    mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])  # a pass covers warps * 32 / per_row pixels
+    nt, vec = sch.split(n, factors=[None, INT8_VECTOR])
+    sch.reorder(mt, nt, mo, vec)
+    ty, tx = sch.split(sch.fuse(mt, nt), factors=[warps, WARP])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    for idx, buf in enumerate([r.source.name for r in sch.get(out).reads]):  # C (shared), bias, scale, residual
+        reg = sch.cache_read(out, idx, "local")
+        sch.compute_at(reg, tx if buf in ("Bias", "Scale") else mo)  # per channel: once; per pixel: per pass
+        _pixel_registers(sch, reg, "write")
+        lanes = 128 // sch.get(reg).writes[0].source.dtype.bits  # values per 16-byte load
+        sch.vectorize(sch.split(sch.get_loops(reg)[-1], factors=[None, lanes])[1])
+    store = sch.cache_write(out, 0, "local")
+    sch.reverse_compute_at(store, mo)
+    _pixel_registers(sch, out, "write")  # after the copy out is placed: its region comes from Y's layout
+    sch.vectorize(sch.get_loops(store)[-1])
+    sch.unroll(vec)
+    sch.unroll(mo)  # the passes' residual loads can then all be in flight at once
+    return sch
+
+
+def _pad_c_rows(sch: s_tir.Schedule) -> None:
+    """Give the shared int32 C tile rows of bn + ``C_ROW_PAD`` values (as the padded GEMMs' C tile): a warp's
+    accumulator stores (8 rows of 32 bytes) then fill all 32 banks twice instead of the same 8 banks eight times."""
+    store, = sch.get_producers(sch.get_sblock("Yacc_reindex"))  # the accumulators' store into shared C
+    sch.storage_align(store, 0, axis=0, factor=32, offset=C_ROW_PAD)
+
+
+def _pixel_registers(sch: s_tir.Schedule, block: s_tir.SBlockRV, side: str) -> None:
+    """Index a thread's register copy of an NC/32HW32 tensor (one pixel, ``INT8_VECTOR`` channels) by channel alone.
+
+    TVM cannot always shrink such a copy to the thread's values by itself (the pixel's (n, y, x) comes from GEMM_M
+    through divisions; at 56x56 it kept the whole tensor per thread), so the copy is given the layout
+    channel % INT8_VECTOR. That map is not injective over the tensor, which TVM cannot check; it is per thread, where
+    one pixel and ``INT8_VECTOR`` aligned channels are live at a time."""
+    buf = (sch.get(block).writes if side == "write" else sch.get(block).reads)[0].source
+    if len(buf.shape) == 5:
+        sch.transform_layout(block, (side, 0), lambda b, g, y, x, lane: (lane % INT8_VECTOR,),
+                             assume_injective_transform=True)
+
+
+def _require_int8_epilogue(block_tile: tuple[int, int], warps: int) -> None:
+    bm, bn = block_tile
+    per_row = bn // INT8_VECTOR  # threads that share one output pixel
+    if bn % INT8_VECTOR or (warps * WARP) % per_row or bm % (warps * WARP // per_row):
+        raise ValueError(f"block_tile={block_tile}: the int8 epilogue gives each of {warps * WARP} threads "
+                         f"{INT8_VECTOR} channels of one pixel, so bn must be a multiple of {INT8_VECTOR}, "
+                         f"bn / {INT8_VECTOR} must divide {warps * WARP} and bm a multiple of the rows one pass covers")
+
+
+def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                    warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3,
+                    raster: int = 1, l1_fill: bool = False) -> s_tir.Schedule:
+    """The int8 NC/32HW32 implicit GEMM on ldmatrix + mma.sync m16n8k32: ``gemm_mma_int8`` (swizzled shared tiles,
+    a ``stages``-deep cp.async pipeline) on the reindexed ``conv2d_int8``, its epilogue (bias, residual, ReLU,
+    requantisation) applied as the int32 tile leaves shared memory. ``l1_fill``: the im2col fills cache in L1
+    (``_l1_fill``)."""
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_int8_epilogue(block_tile, warps)
+    gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
+                  block="conv")
+    _l1_fill(sch, l1_fill)
+    return _finish_int8(sch, warps=warps)
+
+
+def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 128,
+                      stages: int = 4, raster: int = 1, overlap: bool = False,
+                      layout: str = "swizzle128", l1_fill: bool = False) -> s_tir.Schedule:
+    """The int8 NC/32HW32 implicit GEMM on Hopper's warpgroup MMA (``wgmma ... .s32.s8.s8``): ``gemm_v8_wgmma`` on
+    the reindexed ``conv2d_int8`` (swizzle128: 128-byte rows of k, ``tile_k`` = 128; ``"interleaved"`` for 64
+    channels), its epilogue applied as the int32 tile leaves shared memory. ``l1_fill``: the im2col fills cache in
+    L1 (``_l1_fill``)."""
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = block_tile[0] // 16
+    _require_int8_epilogue(block_tile, warps)
+    gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster, layout=layout,
+                  overlap=overlap, block="conv")
+    _l1_fill(sch, l1_fill)
+    return _finish_int8(sch, warps=warps)

@@ -1,0 +1,96 @@
+"""Convolution kernels as data: one ``KernelRecord`` per family (helper, parameters, pass config, sweep candidates,
+which workloads it takes). What each candidate was measured at and why it stays: ``docs/notes-conv.md`` and
+``docs/notes-int8.md``.
+"""
+from __future__ import annotations
+
+from tirbench.schedules.common.record import KernelRecord, takes
+from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
+from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
+from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma
+from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
+
+#: The PassContext config of the wgmma / mma.sync kernels (cp.async; storage rewriting stays on for mma's "warp"
+#: buffers).
+CONV_TC_CONFIG = MMA_ASYNC_CONFIG
+
+#: TVM's classic HWCN schedule (notebook 04 builds it one primitive at a time).
+HWCN_SEED = KernelRecord("hwcn_seed", conv2d_hwcn_classic,
+                         {"tile": 8, "threads": 8, "step": 8, "vthreads": 2, "vector": 4},
+                         takes("conv", ("float32", "float16"), ("HWCN",)))
+#: The same layer as a GEMM per output pixel through the v5 nest; the sweep: the GEMM ladder's fastest fp32 tilings
+#: at 4096^3 (block 128x256, tile_k 16), and smaller blocks for more blocks per SM.
+HWCN_HOPPER = KernelRecord(
+    "hwcn_hopper", conv2d_hwcn_implicit_gemm,
+    {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+    takes("conv", ("float32",), ("HWCN",)), SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "tile_k": 16, "stages": 3, "columns_outer": True},
+        {"block_tile": (256, 128), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (32, 64), "tile_k": 16, "stages": 2, "prefetch": "k_step"},
+        {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 32, "stages": 2},
+    ))
+#: Split-K for batch-1 NCHW layers: many slices for the deep 7x7 and 14x14 layers, fewer where channels are few
+#: (the 56x56 layers, the 3-channel stem); a candidate that does not divide a layer is skipped.
+NCHW_SPLITK = KernelRecord(
+    "nchw_splitk", conv2d_nchw_splitk,
+    {"split": 16, "block_k": 16, "thread_k": 2, "block_pixels": (7, 7), "step": 8},
+    takes("conv", ("float32",), ("NCHW",)), candidates=(
+        {"split": 16, "block_k": 16, "thread_k": 2, "block_pixels": (7, 7), "step": 8},
+        {"split": 32, "block_k": 32, "thread_k": 4, "block_pixels": (7, 7), "step": 8},
+        {"split": 8, "block_k": 32, "thread_k": 4, "block_pixels": (7, 7), "step": 8},
+        {"split": 8, "block_k": 16, "thread_k": 4, "block_pixels": (7, 14), "step": 8},
+        {"split": 4, "block_k": 16, "thread_k": 4, "block_pixels": (14, 14), "step": 8},
+        {"split": 4, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
+        {"split": 2, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
+        {"split": 1, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 3},
+        {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 8), "step": 1},
+    ))
+
+FP16_NHWC = takes("conv", ("float16",), ("NHWC",))
+#: fp16 implicit GEMM on wgmma: wide tiles with the overlapped pipeline for the large GEMMs, 64-row tiles where
+#: K = 64 or the GEMM is small.
+NHWC_WGMMA = KernelRecord(
+    "nhwc_wgmma", conv2d_nhwc_wgmma, {"block_tile": (128, 128), "stages": 4}, FP16_NHWC, CONV_TC_CONFIG,
+    candidates=(
+        {"block_tile": (128, 256), "stages": 4, "overlap": True},
+        {"block_tile": (256, 128), "stages": 3, "overlap": True},
+        {"block_tile": (128, 128), "stages": 4, "overlap": True},
+        {"block_tile": (64, 256), "stages": 4, "overlap": True},
+        {"block_tile": (128, 64), "stages": 4},
+        {"block_tile": (64, 64), "stages": 4},
+    ))
+#: ... and on mma.sync, down to 32-row tiles for GEMM_M with no divisor that is a multiple of 64.
+NHWC_MMA = KernelRecord(
+    "nhwc_mma", conv2d_nhwc_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
+    FP16_NHWC, CONV_TC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
+        {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3},
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4},
+    ))
+TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA)
+
+INT8_NCHW32 = takes("epilogue", ("int8",), ("NCHW32",))
+#: int8 on wgmma: 128-byte swizzled k tiles where the channels allow (128x256 tiles: N = 256 per wgmma), the
+#: interleaved layout for 64 channels (also with L1-caching im2col fills).
+INT8_WGMMA = KernelRecord(
+    "int8_wgmma", conv2d_int8_wgmma, {"block_tile": (128, 128), "tile_k": 128, "stages": 4}, INT8_NCHW32,
+    CONV_TC_CONFIG, candidates=(
+        {"block_tile": (128, 256), "tile_k": 128, "stages": 4, "overlap": True, "l1_fill": True},
+        {"block_tile": (128, 256), "tile_k": 128, "stages": 3, "overlap": True},
+        {"block_tile": (256, 128), "tile_k": 128, "stages": 4, "overlap": True},
+        {"block_tile": (128, 128), "tile_k": 128, "stages": 3, "overlap": True},
+        {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved"},
+        {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved", "l1_fill": True},
+    ))
+#: ... and on mma.sync m16n8k32, down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32).
+INT8_MMA = KernelRecord(
+    "int8_mma", conv2d_int8_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 3},
+    INT8_NCHW32, CONV_TC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 64, "stages": 4},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4},
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
+    ))
+INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)

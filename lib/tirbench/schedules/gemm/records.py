@@ -1,0 +1,128 @@
+"""The GEMM ladder as data: one ``KernelRecord`` per rung (helper, parameters, pass config, sweep candidates), the
+candidates for shapes no tile divides, and the nearest divisible shape they are compared with.
+
+The candidates were chosen from explorations on an H100/H200; what each was measured at and why it stays is in
+``docs/notes-gemm.md``. Big block tiles win at 4096^3, where there are blocks enough for every SM; small ones win at
+1024^3, where 128x128 blocks would leave half the SMs idle.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tirbench.schedules.common.record import KernelRecord, takes
+from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
+from tirbench.schedules.gemm.simt import (
+    gemm_v0_naive,
+    gemm_v1_local,
+    gemm_v2_shared,
+    gemm_v3_vectorized,
+    gemm_v4_pipelined,
+    gemm_v5_warp_tiled,
+)
+from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+
+FP32_GEMM = takes("C", ("float32",))
+FP16_GEMM = takes("C", ("float16",))
+
+V0_NAIVE = KernelRecord("v0_naive", gemm_v0_naive, {"threads": (16, 16)}, FP32_GEMM)
+V1_LOCAL = KernelRecord("v1_local", gemm_v1_local, {"thread_tile": (8, 8), "threads": (8, 8), "tile_k": 4},
+                        FP32_GEMM)
+V2_SHARED = KernelRecord("v2_shared", gemm_v2_shared, {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8},
+                         FP32_GEMM)
+V3_VECTORIZED = KernelRecord("v3_vectorized", gemm_v3_vectorized,
+                             {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8}, FP32_GEMM)
+V4_PIPELINED = KernelRecord("v4_pipelined", gemm_v4_pipelined,
+                            {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8, "stages": 2,
+                             "async_copy": True}, FP32_GEMM, SIMT_ASYNC_CONFIG)
+#: v5's sweep: the 128x256 / 32x64 / k_step one has the tile sizes the v5-space search found at 4096^3, with v5's
+#: lane order.
+V5_WARP_TILED = KernelRecord(
+    "v5_warp_tiled", gemm_v5_warp_tiled,
+    {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 8, "stages": 3,
+     "async_copy": True}, FP32_GEMM, SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
+         "raster": 4},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
+         "raster": 4, "columns_outer": True},
+        {"block_tile": (128, 256), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 16, "stages": 2,
+         "raster": 4, "prefetch": "k_step"},
+        {"block_tile": (64, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
+        {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
+    ))
+V6_WMMA = KernelRecord("v6_wmma", gemm_v6_wmma, {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 32},
+                       FP16_GEMM)
+#: v7's rung tiling is timed as the rung itself; the sweep adds deeper k tiles and smaller blocks.
+V7_MMA_LDMATRIX = KernelRecord(
+    "v7_mma_ldmatrix", gemm_v7_mma,
+    {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3, "async_copy": True,
+     "prefetch": "k_step"}, FP16_GEMM, MMA_ASYNC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 2, "raster": 8},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 3, "raster": 8,
+         "prefetch": "next_tile"},
+        {"block_tile": (128, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
+        {"block_tile": (64, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
+        {"block_tile": (64, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
+    ))
+#: v8's sweep keeps the non-overlapped tiles as the overlap's baseline, and one unswizzled tile (the lesson: the
+#: interleaved layout is several times slower); 128x128 with 3 stages fits two blocks per SM.
+V8_WGMMA = KernelRecord(
+    "v8_wgmma", gemm_v8_wgmma,
+    {"block_tile": (128, 128), "tile_k": 64, "stages": 3, "raster": 1, "layout": "swizzle128"}, FP16_GEMM,
+    MMA_ASYNC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "stages": 3, "raster": 8},
+        {"block_tile": (128, 256), "stages": 4, "raster": 8},
+        {"block_tile": (64, 128), "stages": 4},
+        {"block_tile": (128, 64), "stages": 4},
+        {"block_tile": (128, 256), "stages": 4, "layout": "interleaved"},
+        {"block_tile": (128, 128), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (128, 256), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (128, 256), "stages": 4, "raster": 8, "overlap": True},
+        {"block_tile": (256, 128), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (64, 128), "stages": 4, "overlap": True},
+        {"block_tile": (128, 64), "stages": 4, "overlap": True},
+    ))
+
+#: The ladder, slowest first.
+LADDER: tuple[KernelRecord, ...] = (V0_NAIVE, V1_LOCAL, V2_SHARED, V3_VECTORIZED, V4_PIPELINED, V5_WARP_TILED,
+                                    V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA)
+
+#: Candidates for shapes the tiles do not divide (the fastest is recorded as ``v5_padded`` / ``v8_padded``): v5's rung
+#: tiling and smaller tiles like those that won at 1024^3; v8 also 256x192 tiles, which spread the cost of an
+#: unaligned row pitch (K = 1000, N = 3000) over more columns (``docs/notes-gemm.md``).
+PADDED: dict[str, tuple[dict[str, Any], ...]] = {
+    V5_WARP_TILED.name: (
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 8, "stages": 3},
+        {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
+    ),
+    V8_WGMMA.name: (
+        {"block_tile": (256, 192), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (256, 192), "stages": 3, "overlap": True},
+        {"block_tile": (128, 128), "stages": 3, "raster": 8, "overlap": True},
+        {"block_tile": (128, 64), "stages": 4, "overlap": True},
+        {"block_tile": (64, 128), "stages": 4, "overlap": True},
+    ),
+}
+
+
+def padded(record: KernelRecord, m: int) -> KernelRecord:
+    """``record`` with its ``PADDED`` candidates for a GEMM of ``m`` rows: less the block tiles taller than ``m``
+    rounded up to 64 (their extra rows would be all padding: at M = 37 a 128-row tile multiplies 91 rows of zeros
+    where a 64-row one multiplies 27) and those whose ``raster`` does not divide the padded block rows."""
+    return record.with_candidates(
+        cand for cand in PADDED[record.name] if cand["block_tile"][0] <= -(-m // 64) * 64
+        and -(-m // cand["block_tile"][0]) % cand.get("raster", 1) == 0)
+
+
+def divisible_shape(size: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The nearest shape at or above ``size`` that every tile ``padded`` gives there (both rungs) divides, with M and
+    N rounded up to at least 128 and K to 64 (what a padded kernel's rate is compared with)."""
+    units = [128, 128, 64]
+    for record in (V5_WARP_TILED, V8_WGMMA):
+        for cand in padded(record, size[0]).candidates:
+            params = record.params(cand)
+            units = [math.lcm(u, t) for u, t in zip(units, (*params["block_tile"], params["tile_k"]))]
+    return tuple(-(-x // unit) * unit for x, unit in zip(size, units))

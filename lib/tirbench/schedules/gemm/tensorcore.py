@@ -1,0 +1,371 @@
+"""The GEMM ladder's tensor-core rungs (float16 inputs, float32 accumulators): v6 wmma 16x16x16 fragments and v7
+ldmatrix + mma.sync m16n8k16 (both built by ``_tensor_core``; they import ``tvm.s_tir.tensor_intrin.cuda`` on
+first use, ~35 s), v8 Hopper's warpgroup MMA (``wgmma``, its intrinsics registered by ``intrinsics.wgmma``), and
+``MMA_ASYNC_CONFIG``, the PassContext config for the cp.async copies of v7 and v8.
+
+``tirbench.schedules.gemm.simt`` lists these rungs in ``LADDER`` with the SIMT ones, and its ``gemm_pass_config`` gives
+the config to compile each with; the checks, block order and software pipeline they use are in
+``tirbench.schedules.common.tiling``.
+"""
+from __future__ import annotations
+
+import functools
+
+from tvm import s_tir
+
+from tirbench.schedules.common.checks import require_divides, require_positive_int, require_threads
+from tirbench.schedules.common.padding import Padding, pad_to_tiles, padded_extents, require_shared_c
+from tirbench.schedules.common.tiling import (
+    WARP,
+    bind_blocks,
+    gemm_block,
+    padded,
+    pipeline,
+    require_fetch,
+    require_multiple,
+    require_prefetch,
+    require_shared,
+    split_tile,
+)
+from tirbench.schedules.intrinsics import mma_int8, wgmma
+
+#: The parameters that tile m, n, k, as the padding checks name them.
+_TILE_PARAMS = ("block_tile[0]", "block_tile[1]", "tile_k")
+
+
+def _pad(sch: s_tir.Schedule, block: str, tiles: tuple[int, int, int], c_scope: str,
+         mn: tuple[int, int]) -> Padding:
+    """``pad_to_tiles`` for a tensor-core helper: where C is in global memory its padded tile goes to shared memory
+    (``store_through_shared``; checked to fit), where it already is in shared memory (a caller's epilogue) the padded
+    tile stays there (``fold_into_consumer``)."""
+    if c_scope == "global":
+        require_shared_c(tiles[:2], mn)
+    return pad_to_tiles(sch, block, tiles, shared_output=c_scope == "global")
+
+
+def _require_float16(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, kernel: str) -> None:
+    """ValueError unless the GEMM block reads float16 inputs (``kernel``: what needs them, for the message)."""
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "float16":
+        raise ValueError(f"{kernel} float16 inputs, got a {dtype} workload: use gemm(m, n, k, 'float16')")
+
+
+def _require_warp_tiles(mnk: tuple[int, int, int], block_tile: tuple[int, int], warp_tile: tuple[int, int],
+                        tile_k: int, stages: int, raster: int, *, k_step: int, vector: int) -> int:
+    """The one-line checks of a warp-tiled tensor-core GEMM (tiles divide the problem and each other, fragments of
+    16 rows/columns, ``tile_k`` whole k steps, the fetch even over the threads); returns the warps per block."""
+    (m, n, k), (bm, bn), (wm, wn) = mnk, block_tile, warp_tile
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
+    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    for value, param, unit in ((wm, "warp_tile[0]", 16), (wn, "warp_tile[1]", 16), (tile_k, "tile_k", k_step)):
+        require_multiple(value, unit, param=param)
+    require_positive_int(stages, param="stages")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = (bm // wm) * (bn // wn)
+    require_threads(warps * WARP, param="block_tile/warp_tile")
+    require_fetch(bm, tile_k, warps * WARP, vector, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, vector, operand="B")
+    return warps
+
+
+def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
+                 tile_k: int, stages: int, async_copy: bool, raster: int = 1,
+                 prefetch: str = "none", block: str = "C") -> s_tir.Schedule:
+    """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
+
+    Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
+    go to shared memory (16-byte copies; rows padded by 8 halves so fragment loads are conflict-free),
+    fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``prefetch`` (``mma`` only,
+    see ``PREFETCH``): how far ahead of the math the fragment loads run. Any m, n, k (C in global memory): a tile
+    that does not divide its extent pads the iteration space to the tiles (``tirbench.schedules.common.padding``).
+    """
+    blk, m, n, k = gemm_block(sch, block)
+    _require_float16(sch, blk, kernel="tensor cores need")
+    c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
+    (bm, bn), (wm, wn) = block_tile, warp_tile
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)  # any m, n, k, checked as padded
+    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
+    require_prefetch(prefetch, stages)
+    if not mma and prefetch != "none":
+        raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
+    require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
+                   block_tile=block_tile, tile_k=tile_k, stages=stages)
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n))
+    blk = sch.get_sblock(block)
+    c_scope = sch.get(blk).writes[0].source.scope()
+    from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
+
+    if mma:
+        intrins = dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
+                       compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
+                       store={"global": tc.MMA_store_16x16_f32_global_INTRIN,
+                              "shared.dyn": tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE}[c_scope])
+        scopes = ("warp", "warp", "warp")
+    else:
+        intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope=c_scope, in_dtype="float16",
+                                           out_dtype="float32", trans_b=False)
+        scopes = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    j, j16 = sch.split(j, factors=[None, 16])
+    kk, k16 = sch.split(kk, factors=[None, 16])
+    sch.reorder(i, j, kk, i16, j16, k16)
+    tile = sch.blockize(i16)  # block "C_o": one 16x16x16 product
+    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
+    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
+    ko, ki = sch.split(kk, factors=[None, tile_k // 16])
+    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
+    bind_blocks(sch, by, bx, raster)
+    warp = sch.fuse(wy, wx)
+    sch.bind(warp, "threadIdx.y")
+    for idx in (0, 1):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(sh)[-2:]), factors=[None, warps, WARP, 8])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+        sch.storage_align(sh, 0, axis=-2, factor=32, offset=8)
+    frag_a, frag_b = (sch.cache_read(tile, idx, scopes[idx]) for idx in (0, 1))
+    sch.compute_at(frag_a, ki)
+    sch.compute_at(frag_b, ki)
+    acc = sch.cache_write(tile, 0, scopes[2])
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+
+    load_a, load_b, store = (split_tile(sch, copy, 16, 16) for copy in (frag_a, frag_b, acc))
+    if mma:  # "warp" buffers laid out as [tile, tile, 32 lanes, 8 registers], the order ldmatrix/mma.sync use
+        def lanes(r, c):
+            return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+        sch.transform_layout(frag_a, ("write", 0), lanes)
+        sch.transform_layout(frag_b, ("write", 0), lanes)
+        sch.transform_layout(acc, ("read", 0), lanes)
+    sch.tensorize(load_a, intrins["load_a"])
+    sch.tensorize(load_b, intrins["load_b"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], intrins["init"])
+    sch.tensorize(store, intrins["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], intrins["compute"])
+    pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
+    padding.finish(sch, warps)
+    return sch
+
+
+def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                 warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32, block: str = "C") -> s_tir.Schedule:
+    """fp16 tensor cores through wmma 16x16x16 fragments (float32 accumulators); synchronous copies.
+
+    Any m, n, k: a shape the tiles do not divide is padded to them (``tirbench.schedules.common.padding``): predicated
+    fills, and C stored through a shared-memory tile and a predicated copy. Costs the padded work (edge blocks and
+    the last k tile multiply zeros), that pass of C through shared memory, and shared memory for the C tile
+    (bm x (bn + 8) floats; the pipeline's buffers are reused for it). Divisible shapes compile as without padding."""
+    return _tensor_core(sch, mma=False, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=1,
+                        async_copy=False, block=block)
+
+
+def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
+                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step", block: str = "C") -> s_tir.Schedule:
+    """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
+    shared-memory pipeline, fragment loads ahead of the math (``prefetch``, default one k step: see
+    ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse. Any m, n, k, at the
+    costs ``gemm_v6_wmma`` lists."""
+    return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
+                        async_copy=async_copy, raster=raster, prefetch=prefetch, block=block)
+
+
+def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 64,
+                  stages: int = 3, raster: int = 1, layout: str = "swizzle128",
+                  overlap: bool = False, block: str = "C") -> s_tir.Schedule:
+    """fp16 tensor cores through Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a), operands read from shared
+    memory by descriptor: every warp owns 16 rows x the whole block width; four warps form a warpgroup that
+    multiplies its 64 rows per ``wgmma`` (``tirbench.schedules.intrinsics.wgmma``). cp.async fills a ``stages``-deep
+    pipeline of tiles stored in one of wgmma's shared-memory ``layout``s (``"swizzle128"`` needs ``tile_k`` = 64;
+    ``"interleaved"`` is the unswizzled one); accumulators go straight from registers to C. ``overlap``: a k
+    tile's wgmma group keeps running while the warps copy the next tile (each tile waits for the previous tile's
+    group, not its own; the copies move after the math, into the buffer that finished group read).
+
+    float16 with C in global memory takes any m, n, k: a shape the tiles do not divide is padded to them
+    (``tirbench.schedules.common.padding``): zero-filling predicated cp.async fills, and the accumulators stored to a
+    shared-memory tile of C that a predicated 16-byte copy writes out. Costs the padded work (edge blocks and the last
+    k tile multiply zeros), that pass of C through shared memory after the main loop, and shared memory for the C
+    tile (bm x (bn + 8) floats; the pipeline's buffers are reused for it, so a kernel needs the larger of the two).
+    Divisible shapes compile as without padding.
+
+    int8 inputs (C[m, n] += A[m, k] * B[n, k], both K-major, int32 accumulators; ``wgmma ... .s32.s8.s8``) take the
+    same structure; a 128-byte swizzled row then holds 128 values of k (``tile_k`` = 128); with C in global memory they
+    need tiles that divide. A caller's C in shared memory (the convolutions' epilogues), int8 or float16, takes any
+    m, n, k: the padded tile stays in shared memory and the crop folds into the caller's epilogue
+    (``Padding.fold_into_consumer``)."""
+    blk, m, n, k = gemm_block(sch, block)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype not in wgmma.CHUNK_ELEMS:
+        raise ValueError(f"wgmma needs float16 or int8 inputs, got a {dtype} workload")
+    elems = wgmma.CHUNK_ELEMS[dtype]  # per 16-byte copy
+    c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
+    bm, bn = block_tile
+    pads = c_scope != "global" or dtype == "float16"  # an int8 C in global memory (no caller) keeps its shape
+    mn = (m, n)
+    if pads:  # any m, n, k: checked as padded to the tiles
+        m, n, k = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_multiple(bm, 64, param="block_tile[0]")  # whole warpgroups of 64 rows
+    require_multiple(bn, 16, param="block_tile[1]")
+    max_n = wgmma.MAX_N_INT8 if dtype == "int8" else wgmma.MAX_N
+    if bn > max_n:
+        raise ValueError(f"block_tile[1]={bn}: one {dtype} wgmma covers at most N={max_n} columns")
+    require_multiple(tile_k, 2 * elems, param="tile_k")  # one wgmma k step: 32 bytes
+    if layout not in wgmma.LAYOUTS:
+        raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma.LAYOUTS))}")
+    if layout == "swizzle128" and tile_k != 8 * elems:
+        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds 128-byte rows of {8 * elems} {dtype} values, "
+                         f"so tile_k must be {8 * elems}")
+    require_positive_int(stages, param="stages")
+    if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
+        raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = bm // 16
+    require_threads(warps * WARP, param="block_tile[0]")
+    require_fetch(bm, tile_k, warps * WARP, elems, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, elems, operand="B")
+    require_shared(stages * (bm + bn) * tile_k * 16 // elems, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, mn) if pads else Padding()
+    blk = sch.get_sblock(block)
+    c_scope = sch.get(blk).writes[0].source.scope()
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    bx, jn = sch.split(j, factors=[None, bn])
+    ko, kt = sch.split(kk, factors=[None, tile_k])
+    sch.reorder(i, bx, ko, i16, jn, kt)
+    tile = sch.blockize(i16)  # block "C_o": one warp's 16 x bn x tile_k product
+    by, warp = sch.split(i, factors=[None, warps])
+    sch.reorder(by, bx, warp, ko)
+    bind_blocks(sch, by, bx, raster)
+    sch.bind(warp, "threadIdx.y")
+    places = (wgmma.int8_layout,) * 2 if dtype == "int8" else (wgmma.a_layout, wgmma.b_layout)
+    for idx, place in enumerate(places):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), functools.partial(place, layout),
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        r, r8 = sch.split(r, factors=[None, 8])
+        c, c8 = sch.split(c, factors=[None, elems])
+        if layout == "interleaved":  # consecutive threads fill consecutive 16 B rows of a core matrix
+            sch.reorder(r, c, r8, c8)
+            threads = sch.fuse(r, c, r8)
+        else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
+            threads = sch.fuse(r, r8, c)
+        _, ty, tx = sch.split(threads, factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(c8)
+    acc = sch.cache_write(tile, 0, "local")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+    # Each lane keeps the registers wgmma gives it: (16-column tile, register). The map drops the lane, so it is
+    # not injective over the warp's 16 rows, which TVM cannot check; it holds per thread, which is what "local"
+    # storage is, and every block touching these registers is tensorized with intrinsics written for it.
+    sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma.register_of(r, c),
+                         assume_injective_transform=True)
+    names = wgmma.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0,
+                                      store_scope=c_scope, dtype=dtype)
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
+    sch.tensorize(sch.get_loops(acc)[-2], names["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
+    pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
+    padding.finish(sch, warps)
+    return sch
+
+
+def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                  warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3, raster: int = 1,
+                  block: str = "C") -> s_tir.Schedule:
+    """int8 tensor cores: ldmatrix + mma.sync m16n8k32 (int32 accumulators) on C[m, n] += A[m, k] * B[n, k].
+
+    v7's structure (block tile -> warps of ``warp_tile``, a ``stages``-deep cp.async pipeline of ``tile_k`` tiles,
+    fragments per 32-deep k step) with int8 operands that are both k-contiguous, and shared tiles stored in the
+    swizzled layout of ``intrinsics.mma_int8`` (XOR on 16-byte chunks; conflict-free without padding), filled with
+    16-byte copies, read by ldmatrix intrinsics that address the swizzled rows. A caller's C in shared memory (the
+    convolution's epilogue) takes any m, n, k, as in ``gemm_v8_wgmma``; C in global memory needs tiles that divide.
+    """
+    blk, m, n, k = gemm_block(sch, block)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "int8":
+        raise ValueError(f"the int8 mma kernel needs int8 inputs, got a {dtype} workload")
+    c_scope = sch.get(blk).writes[0].source.scope()
+    (bm, bn), (wm, wn) = block_tile, warp_tile
+    chunk = mma_int8.CHUNK
+    pads = c_scope != "global"  # a caller's shared C (the convolution's epilogue) takes any m, n; C in global memory
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS) if pads else (m, n, k)
+    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster,
+                                k_step=mma_int8.PANEL, vector=chunk)
+    require_shared(stages * (bm + bn) * tile_k, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
+    blk = sch.get_sblock(block)
+    names = mma_int8.register()
+    from tvm.s_tir.tensor_intrin import cuda as tc
+
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    j, j16 = sch.split(j, factors=[None, 16])
+    kk, k32 = sch.split(kk, factors=[None, mma_int8.PANEL])
+    sch.reorder(i, j, kk, i16, j16, k32)
+    tile = sch.blockize(i16)  # one 16x16x32 product (two m16n8k32)
+    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
+    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
+    ko, ki = sch.split(kk, factors=[None, tile_k // mma_int8.PANEL])
+    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
+    bind_blocks(sch, by, bx, raster)
+    warp = sch.fuse(wy, wx)
+    sch.bind(warp, "threadIdx.y")
+    shared = [sch.cache_read(tile, idx, "shared.dyn") for idx in (0, 1)]
+    frag_a, frag_b = (sch.cache_read(tile, idx, "warp") for idx in (0, 1))  # 2-D, before the shared tiles' layout
+    sch.compute_at(frag_a, ki)
+    sch.compute_at(frag_b, ki)
+    for sh in shared:
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), mma_int8.swizzle,
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        panel, c = sch.split(c, factors=[None, mma_int8.PANEL])
+        c, vec = sch.split(c, factors=[None, chunk])
+        sch.reorder(r, panel, c, vec)  # a phase of 8 threads fills 4 rows of one panel: 128 contiguous bytes
+        _, ty, tx = sch.split(sch.fuse(r, panel, c), factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+    acc = sch.cache_write(tile, 0, "warp")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
+
+    def operand_lanes(r, c):  # [row tile, k step, 32 lanes, 16 bytes]
+        return (r // 16, c // 32, *tc.shared_16x32_to_ldmatrix_32x16_layout(r % 16, c % 32))
+
+    def acc_lanes(r, c):
+        return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+    load_a, load_b = (split_tile(sch, frag, 16, mma_int8.PANEL) for frag in (frag_a, frag_b))
+    store = split_tile(sch, acc, 16, 16)
+    sch.transform_layout(frag_a, ("write", 0), operand_lanes)
+    sch.transform_layout(frag_b, ("write", 0), operand_lanes)
+    sch.transform_layout(acc, ("read", 0), acc_lanes)
+    sch.tensorize(load_a, names["load_a"])
+    sch.tensorize(load_b, names["load_b"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
+    sch.tensorize(store, names["store"][c_scope])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
+    pipeline(sch, ko, stages, async_copy=True)
+    padding.finish(sch, warps)
+    return sch
+
+
+#: cp.async in the mma kernel (storage rewriting must stay on there: the "warp" buffers need it).
+MMA_ASYNC_CONFIG = {"tirx.use_async_copy": True}

@@ -1,0 +1,12 @@
+"""Every tensor intrinsic a kernel of this suite can name, registered at once (a worker process that builds or
+replays tensor-core kernels calls ``import_tensor_intrin`` first)."""
+from __future__ import annotations
+
+
+def import_tensor_intrin() -> None:
+    """Register TVM's CUDA tensor intrinsics (importing ``tvm.s_tir.tensor_intrin``: 20-40 s per process) and the wmma
+    fragment shapes TVM does not register (a tuned wmma-space trace names them)."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    from tirbench.schedules.intrinsics.wmma import register_wmma_intrins
+    register_wmma_intrins()

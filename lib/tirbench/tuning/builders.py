@@ -1,0 +1,97 @@
+"""MetaSchedule builders, ``stock`` (its ``LocalBuilder``, as this suite used it) and ``tuned`` (the trial-rate cuts).
+
+Where a stock trial's time goes besides the search and the measurement (see ``docs/notes-tuning.md``):
+
+- ``LocalBuilder`` starts a new pool of worker processes for every batch of candidates (and one more in its
+  constructor); each worker imports tvm, and where candidates use tensor cores its initializer imports
+  ``tvm.s_tir.tensor_intrin`` (20-26 s on the GPU host). MetaSchedule's ``default_build`` (our fp32 default space)
+  imports it too, in every fresh worker.
+- Its ``default_export`` writes a tar of object files; the runner links it into a shared library (g++) before
+  every measurement, one candidate after the other.
+
+``PersistentBuilder`` keeps one pool for the whole process (every chunk, every shape of one dtype and space): the
+imports are paid once per worker. Its workers build under the target's scope and export a shared library, linked
+there, in parallel: the runner only loads it. On a machine whose TVM has its CUDA runtime (the GPU host), building a
+CUDA module compiles the CUDA source right away (NVRTC, ``tvm_callback_cuda_compile``), so the library carries a
+cubin and nothing is compiled when the runner loads it; under the target's scope that compile takes the arch from
+the target instead of asking device 0. (Where TVM has no CUDA runtime, as on this suite's CPU machines, the module
+keeps the source and the loading process compiles it: ``docs/notes-tuning.md``.)
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.utils import cpu_count
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+from tirbench.core.build import build_with_config, export_shared
+from tirbench.schedules.intrinsics.registry import import_tensor_intrin
+from tirbench.tuning.phases import call_timed, start_log, timed
+from tirbench.tuning.spaces import get_space, uses_tensor_cores
+from tirbench.workloads.base import Workload
+
+#: Candidates a builder worker builds before it is replaced (``LocalBuilder`` replaces its pool every batch because
+#: of a memory leak in long-lived workers; a worker here lives this long).
+MAX_BUILDS_PER_WORKER = 256
+
+BuildFn = Callable[[tvm.IRModule, tvm.target.Target, object], tvm.runtime.Module]
+
+
+def _stock_build(mod: tvm.IRModule, target: tvm.target.Target, params: object) -> tvm.runtime.Module:
+    """MetaSchedule's ``default_build`` (a registered global function, which cannot be pickled to a worker itself)."""
+    return tvm.get_global_func("s_tir.meta_schedule.builder.default_build")(mod, target, params)
+
+
+def _stock_export(rt_mod: tvm.runtime.Module) -> str:
+    """MetaSchedule's ``default_export``: a tar of object files, linked by whoever loads it."""
+    return tvm.get_global_func("s_tir.meta_schedule.builder.default_export")(rt_mod)
+
+
+def _build_and_export(job: tuple[BuildFn, tvm.IRModule, tvm.target.Target]) -> str:
+    f_build, mod, target = job
+    rt_mod = call_timed("build", f_build, mod, target, None)
+    return call_timed("export", export_shared, rt_mod)
+
+
+@derived_object
+class PersistentBuilder(ms.builder.PyBuilder):
+    """A MetaSchedule builder whose worker pool lives as long as the builder (see the module docstring)."""
+
+    def __init__(self, f_build: BuildFn, *, max_workers: int | None = None, timeout_sec: float = 120,
+                 initializer: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.f_build = f_build
+        self.timeout_sec = timeout_sec
+        self.pool = PopenPoolExecutor(max_workers=max_workers or cpu_count(logical=True), timeout=timeout_sec,
+                                      initializer=initializer, maximum_process_uses=MAX_BUILDS_PER_WORKER)
+
+    def build(self, build_inputs: list[ms.builder.BuilderInput]) -> list[ms.builder.BuilderResult]:
+        results = []
+        jobs = [(self.f_build, inp.mod, inp.target) for inp in build_inputs]
+        for res in self.pool.map_with_error_catching(_build_and_export, jobs):
+            if res.status == StatusKind.COMPLETE:
+                results.append(ms.builder.BuilderResult(res.value, None))
+            elif res.status == StatusKind.TIMEOUT:
+                results.append(ms.builder.BuilderResult(None, f"Timeout, killed after {self.timeout_sec} seconds"))
+            else:
+                results.append(ms.builder.BuilderResult(None, f"An exception occurred\n{res.value}"))
+        return results
+
+
+def make_builder(wl: Workload, space: str = "default", setup: str = "tuned") -> ms.builder.Builder:
+    """The builder for ``wl``'s candidates in ``space``: its PassContext config, and the tensor intrinsics registered
+    in each worker where the candidates use tensor cores; build and export timed (``tirbench.tuning.phases``). Make it once
+    and pass it to every ``tune`` of the same dtype and space. ``stock``: MetaSchedule's ``LocalBuilder`` (its
+    constructor test-runs a pool: ~50 s with the tensor intrinsics); ``tuned``: ``PersistentBuilder``."""
+    start_log()
+    config = get_space(space).pass_config(wl)
+    initializer = timed("worker_init", import_tensor_intrin) if uses_tensor_cores(wl) else None
+    if setup == "stock":
+        f_build = functools.partial(build_with_config, config) if config else _stock_build
+        return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build),
+                                       f_export=timed("export", _stock_export), initializer=initializer)
+    return PersistentBuilder(functools.partial(build_with_config, config), initializer=initializer)

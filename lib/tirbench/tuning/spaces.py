@@ -1,0 +1,152 @@
+"""The MetaSchedule design spaces ``tirbench.tuning.tune`` can search, by name: what each is for, which workloads it
+takes, how its candidates are generated and built, and where its database goes.
+
+A space is one ``DesignSpace`` in ``SPACES``; ``get_space(name)`` looks it up (one-line error for an unknown name).
+To add one, write its schedule function (``sch -> sch`` with ``sample_*`` decisions, or ``sch -> [sch, ...]`` for
+several design spaces) in ``tirbench.schedules`` and add an entry::
+
+    SPACES["mine"] = DesignSpace(name="mine", description="...", check=require_..., schedule_fn=my_space,
+                                 pass_config=lambda wl: {}, db_suffix="_minespace")
+
+``tune``, ``work_dir_for``, ``space_target``, ``tuned_pass_config`` and the CLI's ``--space`` then know it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import tvm
+from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
+
+from tirbench.core.machine import cuda_target
+from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
+from tirbench.schedules.conv.direct import conv2d_nchw_splitk_space
+from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
+from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
+from tirbench.schedules.gemm.simt import gemm_v5_space
+from tirbench.tuning.postprocs import cuda_postprocs_keep_storage
+from tirbench.workloads.base import Workload
+
+#: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
+#: with "tvm_access_ptr element type must match the source buffer".
+TENSOR_CORE_PASS_CONFIG = {"tirx.disable_storage_rewrite": True}
+
+#: The v5 space is one design space per (lanes, stages, prefetch, columns_outer): a warp's lane shape fixes the
+#: split of two loops at once, and annotations and loop orders cannot be sampled.
+V5_SPACE_VARIANTS = [(lanes, stages, prefetch, columns_outer) for lanes in ((8, 4), (4, 8)) for stages in (2, 3, 4)
+                     for prefetch in ("none", "k_step") for columns_outer in (False, True)]
+
+ScheduleFnBody = Callable[[s_tir.Schedule], Union[s_tir.Schedule, list[s_tir.Schedule]]]
+
+
+def uses_tensor_cores(wl: Workload) -> bool:
+    return wl.dtype in ("float16", "int8")
+
+
+@dataclass(frozen=True)
+class DesignSpace:
+    """One search space. ``schedule_fn=None``: MetaSchedule's own rules ("cuda", "cuda-tensorcore" for fp16/int8);
+    otherwise a template for ``ScheduleFn`` (no rules, the "cuda" postprocessors, ``mutator_probs``)."""
+
+    name: str
+    description: str  #: one line: what the space is for
+    check: Callable[[Workload], None]  #: one-line ValueError for a workload the space cannot schedule
+    schedule_fn: ScheduleFnBody | None
+    pass_config: Callable[[Workload], dict[str, bool]]  #: PassContext config its candidates are built with
+    db_suffix: str  #: appended to the work directory's name
+    dynamic_shared_memory: bool = False  #: tune against the 227 KB dynamic shared-memory limit, not 48 KB
+    mutator_probs: str | Callable[[], dict[ms.Mutator, float]] = "cuda"
+    #: the postprocessors of a template space: MetaSchedule's "cuda" ones, or a factory for others
+    postprocs: str | Callable[[], list[ms.Postproc]] = "cuda"
+
+    def require(self, wl: Workload) -> None:
+        self.check(wl)
+
+    def generator(self, wl: Workload) -> ms.space_generator.SpaceGenerator | str:
+        """The ``space`` argument of ``ms.tune_tir`` for ``wl``."""
+        self.require(wl)
+        if self.schedule_fn is None:
+            if not uses_tensor_cores(wl):
+                return "post-order-apply"
+            return ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
+                                                     mutator_probs="cuda-tensorcore")
+        probs = self.mutator_probs if isinstance(self.mutator_probs, str) else self.mutator_probs()
+        posts = self.postprocs if isinstance(self.postprocs, str) else self.postprocs()
+        return ms.space_generator.ScheduleFn(self.schedule_fn, sch_rules=[], postprocs=posts, mutator_probs=probs)
+
+    def target(self, target: tvm.target.Target | None = None) -> tvm.target.Target:
+        """The target to tune with (``cuda_target()`` by default): where the space needs it, one whose shared-memory
+        limit is the dynamic 227 KB (the tag says 48 KB, the static limit, and ``VerifyGPUCode`` would drop every
+        deep pipeline)."""
+        target = target or cuda_target()
+        if not self.dynamic_shared_memory:
+            return target
+        spec = {k: v for k, v in dict(target.export()).items() if k != "host"}
+        spec["max_shared_memory_per_block"] = MAX_SHARED_BYTES
+        return tvm.target.Target(spec, host=target.host)
+
+
+def v5_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
+    """``ScheduleFn`` body: the v5 template once per ``V5_SPACE_VARIANTS`` entry."""
+    return [gemm_v5_space(sch.copy(), lanes=lanes, stages=stages, prefetch=prefetch, columns_outer=columns_outer)
+            for lanes, stages, prefetch, columns_outer in V5_SPACE_VARIANTS]
+
+
+def _any_workload(wl: Workload) -> None:
+    """MetaSchedule's rules take any workload."""
+
+
+def _require_fp32_gemm(wl: Workload) -> None:
+    if wl.name != "gemm" or wl.dtype != "float32":
+        raise ValueError(f"space='v5' is the fp32 GEMM template, not {wl.name} {wl.dtype}")
+
+
+def _require_template_conv(wl: Workload) -> None:
+    require_nchw_fp32_conv(wl, param="space='template'")
+
+
+def _require_splitk_conv(wl: Workload) -> None:
+    require_nchw_fp32_conv(wl, param="space='splitk'")
+
+
+def _require_fp16_nhwc_conv(wl: Workload) -> None:
+    if wl.name != "conv2d" or wl.dtype != "float16" or wl.layout != "NHWC":
+        raise ValueError(f"space='wmma' is the fp16 NHWC conv2d implicit GEMM, not {wl.name} {wl.dtype} "
+                         f"{wl.layout or ''}".rstrip())
+
+
+def _default_pass_config(wl: Workload) -> dict[str, bool]:
+    return TENSOR_CORE_PASS_CONFIG if uses_tensor_cores(wl) else {}
+
+
+def _tile_mutators() -> dict[ms.Mutator, float]:
+    """Only tile sizes: "cuda"'s unroll and thread-binding mutators look for MetaSchedule's own annotations."""
+    return {ms.mutator.MutateTileSize(): 1.0}
+
+
+#: Every space ``tune`` knows, by name.
+SPACES: dict[str, DesignSpace] = {space.name: space for space in (
+    DesignSpace(name="default", description="MetaSchedule's own CUDA rules (tensor-core rules for fp16/int8)",
+                check=_any_workload, schedule_fn=None, pass_config=_default_pass_config, db_suffix=""),
+    DesignSpace(name="v5", description="fp32 GEMM: the v5 warp-tiled kernel with its tile sizes sampled",
+                check=_require_fp32_gemm, schedule_fn=v5_space, pass_config=lambda wl: SIMT_ASYNC_CONFIG,
+                db_suffix="_v5space", dynamic_shared_memory=True),
+    DesignSpace(name="template", description="fp32 NCHW conv2d: AutoTVM's classic tunable CUDA conv2d template",
+                check=_require_template_conv, schedule_fn=conv2d_template_space, pass_config=lambda wl: {},
+                db_suffix="_templatespace", mutator_probs=_tile_mutators),
+    DesignSpace(name="splitk", description="fp32 NCHW conv2d at small batch: input channels split across blocks "
+                "(rfactor), tiles sampled", check=_require_splitk_conv, schedule_fn=conv2d_nchw_splitk_space,
+                pass_config=lambda wl: {}, db_suffix="_splitkspace", mutator_probs=_tile_mutators),
+    DesignSpace(name="wmma", description="fp16 NHWC conv2d: the implicit GEMM on wmma fragments whose shape "
+                "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
+                schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
+                dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
+)}
+
+
+def get_space(name: str) -> DesignSpace:
+    """The space called ``name``; one-line ValueError naming the known ones otherwise."""
+    if name not in SPACES:
+        raise ValueError(f"space={name!r}: expected one of {', '.join(map(repr, SPACES))}")
+    return SPACES[name]
