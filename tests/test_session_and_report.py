@@ -89,12 +89,12 @@ def test_conv_rows_are_compared_with_the_fastest_cudnn_and_the_sweep_has_a_geome
 def test_fp16_sweep_reads_notebook_05(tmp_path):
     root = make_root(tmp_path)
     layer = "32x512x7x7x512x3x3x1x1"
-    append_rows(root / "results" / "05_conv2d_tensorcore" / "results.csv", [
-        row(notebook="05_conv2d_tensorcore", workload="conv2d", shape=layer, variant=v, provider=p, median_ms=ms,
+    append_rows(root / "results" / "06_conv2d_tensorcore" / "results.csv", [
+        row(notebook="06_conv2d_tensorcore", workload="conv2d", shape=layer, variant=v, provider=p, median_ms=ms,
             gflops=1000.0 / ms, dtype="float16")
         for v, p, ms in (("nhwc_mma_best", "tvm", 0.07), ("nhwc_wmma_ms", "metaschedule", 0.06),
                          ("cudnn_nhwc", "cudnn", 0.02), ("cudnn_nchw", "cudnn", 0.05))])
-    fp16 = next(s for s in report.SWEEPS if s.notebook == "05_conv2d_tensorcore")
+    fp16 = next(s for s in report.SWEEPS if s.notebook == "06_conv2d_tensorcore")
     table = report.sweep_table(root, fp16)
     assert f"| {layer} | nhwc_wmma_ms | 0.0600 | cudnn_nhwc | 0.0200 | 0.333x |" in table
     assert "over 1 layers" in table
@@ -103,17 +103,17 @@ def test_fp16_sweep_reads_notebook_05(tmp_path):
 
 def test_int8_rows_are_compared_with_cudnns_fastest_fp16_run(tmp_path):
     """cuDNN has no int8 convolution in torch: the int8 rows fall back to its fastest run of the shape in any dtype,
-    and the int8 sweep reads notebook 06."""
+    and the int8 sweep reads notebook 07."""
     root = make_root(tmp_path)
     big = "256x256x14x14x512x3x3x1x1"
-    append_rows(root / "results" / "06_conv2d_int8" / "results.csv", [
-        row(notebook="06_conv2d_int8", workload="conv2d", shape=big, variant=v, provider=p, median_ms=ms,
+    append_rows(root / "results" / "07_conv2d_int8" / "results.csv", [
+        row(notebook="07_conv2d_int8", workload="conv2d", shape=big, variant=v, provider=p, median_ms=ms,
             gflops=1000.0 / ms, dtype=dt)
         for v, p, ms, dt in (("int8_wgmma_best", "tvm", 0.2, "int8"), ("int_mm_b_colmajor", "cublaslt", 0.175, "int8"),
                              ("cudnn_fp16_nhwc", "cudnn", 0.16, "float16"))])
     table = report.headline_table(root)
     assert "| int8_wgmma_best | tvm | 0.2000 |" in table and "0.800x cudnn_fp16_nhwc" in table
-    int8 = next(s for s in report.SWEEPS if s.notebook == "06_conv2d_int8")
+    int8 = next(s for s in report.SWEEPS if s.notebook == "07_conv2d_int8")
     assert f"| {big} | int8_wgmma_best | 0.2000 | cudnn_fp16_nhwc | 0.1600 | 0.800x |" in report.sweep_table(root, int8)
 
 
