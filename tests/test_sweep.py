@@ -1,0 +1,61 @@
+"""``sweep``: every candidate built, verified and timed (here on llvm), each outcome one line, a family whose every
+candidate fails raises naming it."""
+from __future__ import annotations
+
+import pytest
+from tvm import s_tir
+
+from tirbench.bench.sweep import SweepError, one_line, sweep
+from tirbench.core.machine import cpu_target
+from tirbench.schedules.common.record import KernelRecord, takes
+from tirbench.workloads import gemm
+
+
+def split_k(sch: s_tir.Schedule, *, factor: int = 4) -> s_tir.Schedule:
+    """A CPU schedule with a parameter that must divide k."""
+    if 64 % factor:
+        raise ValueError(f"factor={factor} does not divide k=64")
+    blk = sch.get_sblock("C")
+    k = sch.get_loops(blk)[-1]
+    sch.split(k, factors=[None, factor])
+    return sch
+
+
+def broken(sch: s_tir.Schedule, **_: object) -> s_tir.Schedule:
+    raise RuntimeError("scheduling failed\nfor a reason")
+
+
+FP32 = takes("C", ("float32",))
+GOOD = KernelRecord("good", split_k, {"factor": 4}, FP32, candidates=({"factor": 8}, {"factor": 5}, {"factor": 16}))
+BAD = KernelRecord("bad", broken, {}, FP32, candidates=({"x": 1}, {"x": 2}))
+FP16_ONLY = KernelRecord("fp16_only", split_k, {"factor": 4}, takes("C", ("float16",)))
+
+
+def test_sweep_measures_skips_and_keeps_the_best(capsys) -> None:
+    res = sweep(gemm(64, 64, 64), [GOOD, FP16_ONLY], target=cpu_target(), repeats=3)
+    status = {(t.record.name, t.overrides.get("factor")): t.status for t in res.trials}
+    assert status == {("good", 8): "ok", ("good", 5): "skipped", ("good", 16): "ok", ("fp16_only", None): "skipped"}
+    assert res.best(GOOD, variant="good_best").variant == "good_best"
+    assert res.best_trial().overrides["factor"] in (8, 16)
+    out = capsys.readouterr()
+    assert "good(factor=5): skipped (factor=5 does not divide k=64)" in out.out + out.err
+    assert "takes float16 inputs, not float32" in out.out + out.err
+    assert list(res.table()["status"]) == ["skipped", "skipped", "ok", "ok"]
+
+
+def test_defaults_only_measures_each_record_once() -> None:
+    res = sweep(gemm(64, 64, 64), [GOOD], target=cpu_target(), repeats=3, defaults_only=True)
+    assert [(t.overrides, t.status) for t in res.trials] == [({}, "ok")]
+    assert [m.variant for m in res.measurements()] == ["good"]
+
+
+def test_a_family_whose_every_candidate_fails_raises_naming_it() -> None:
+    with pytest.raises(SweepError, match=r"^bad: every candidate failed on gemm 64x64x64 .*scheduling failed|for a"):
+        sweep(gemm(64, 64, 64), [GOOD, BAD], target=cpu_target(), repeats=3)
+
+
+def test_one_line_keeps_the_mismatch_summary() -> None:
+    err = AssertionError("\nNot equal to tolerance rtol=1e-05\nwhat\nMismatched elements: 3 / 64 (4.69%)\n"
+                         "Max absolute difference among violations: 1.5\n x: array([...])")
+    assert one_line(err) == ("AssertionError: Mismatched elements: 3 / 64 (4.69%); "
+                             "Max absolute difference among violations: 1.5")
