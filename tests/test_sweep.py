@@ -59,3 +59,12 @@ def test_one_line_keeps_the_mismatch_summary() -> None:
                          "Max absolute difference among violations: 1.5\n x: array([...])")
     assert one_line(err) == ("AssertionError: Mismatched elements: 3 / 64 (4.69%); "
                              "Max absolute difference among violations: 1.5")
+
+
+def test_refusal_is_the_one_line_or_none() -> None:
+    from tirbench.core.errors import refusal
+
+    assert refusal(lambda: gemm(0, 64, 64)) == "m must be a positive integer, got 0"
+    assert refusal(lambda: GOOD.apply(gemm(64, 64, 64), {"factor": 5})) == "factor=5 does not divide k=64"
+    assert refusal(lambda: GOOD.apply(gemm(64, 64, 64, dtype="float16"))).startswith("good does not take gemm")
+    assert refusal(lambda: gemm(64, 64, 64)) is None
