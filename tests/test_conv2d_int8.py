@@ -12,8 +12,8 @@ from tirbench.bench.harness import run_checked
 from tirbench.core.build import build
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.machine import cpu_target
-from tirbench.schedules.conv.implicit_gemm import CONV_TC_CONFIG
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.conv.records import CONV_TC_CONFIG
 from tirbench.schedules.intrinsics import mma_int8
 from tirbench.workloads.conv2d_int8 import (
     conv2d_int8,
@@ -223,3 +223,20 @@ def test_l1_fill_changes_only_the_im2col_copies_to_cp_async_ca():
                                                                    "ptx_cp_async_legacy_pred_cg_16_1_1(")
     assert body.split('extern "C" __global__')[-1] == plain.split('extern "C" __global__')[-1]
     assert "0 bytes stack frame" in " ".join(nvcc_report(cached))
+
+
+def test_int8_records_refuse_a_layer_no_k_tile_divides_in_one_line():
+    """Notebook 07 sweeps INT8 on each layer and refuses, in its first cell, a layer no candidate takes: 64 channels
+    take only the interleaved wgmma tiles (k tile 64) and mma.sync; 32 channels take none."""
+    from tirbench.core.errors import refusal
+    from tirbench.schedules.conv.records import INT8, INT8_WGMMA
+
+    def takers(wl):
+        return [(r.name, c) for r in INT8 for c in r.candidates if refusal(lambda: r.apply(wl, c)) is None]
+
+    c64 = takers(conv2d_int8(2, 64, 8, 8, 64))
+    assert {name for name, _ in c64} == {"int8_wgmma", "int8_mma"}
+    assert all(c.get("layout") == "interleaved" for name, c in c64 if name == "int8_wgmma")
+    assert takers(conv2d_int8(2, 32, 8, 8, 64)) == []
+    reason = refusal(lambda: INT8_WGMMA.apply(conv2d_int8(2, 32, 8, 8, 64)))
+    assert "does not divide c (input channels)=32" in reason and "\n" not in reason

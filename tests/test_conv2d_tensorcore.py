@@ -9,7 +9,8 @@ from tvm.s_tir import meta_schedule as ms
 from tirbench.bench.harness import run_checked
 from tirbench.core.build import build
 from tirbench.core.machine import cpu_target
-from tirbench.schedules.conv.implicit_gemm import CONV_TC_CONFIG, conv2d_as_gemm, conv2d_nhwc_mma, conv2d_nhwc_wgmma
+from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, conv2d_nhwc_mma, conv2d_nhwc_wgmma
+from tirbench.schedules.conv.records import CONV_TC_CONFIG
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_design, conv2d_wmma_space, fragment_rows
 from tirbench.workloads import conv2d
 
@@ -125,3 +126,34 @@ def test_bad_inputs_fail_in_one_line(make, message):
     with pytest.raises(ValueError, match=message) as err:
         make()
     assert "\n" not in str(err.value)
+
+
+def test_records_schedule_the_notebook_layers_and_refuse_others_in_one_line():
+    """Notebook 06 sweeps TENSOR_CORE on each layer and refuses, in its first cell, a layer no candidate takes: the
+    wgmma record's k tile (64) must divide the channels, mma.sync's smallest (32) covers 32-channel layers."""
+    from tirbench.core.errors import refusal
+    from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA, TENSOR_CORE
+
+    assert [r.name for r in TENSOR_CORE] == ["nhwc_wgmma", "nhwc_mma"]
+    ok = conv2d(32, 512, 7, 7, 512, layout="NHWC", dtype="float16")   # GEMM_M = 1568: padded to every tile
+    assert all(refusal(lambda: NHWC_WGMMA.apply(ok, c)) is None for c in NHWC_WGMMA.candidates)
+    c32 = conv2d(32, 32, 14, 14, 64, layout="NHWC", dtype="float16")
+    assert "channel_block (the k tile)=64 does not divide c (input channels)=32" in refusal(lambda: NHWC_WGMMA.apply(c32))
+    bad = conv2d(256, 250, 14, 14, 500, layout="NHWC", dtype="float16")
+    for record in TENSOR_CORE:
+        for overrides in record.candidates:
+            reason = refusal(lambda: record.apply(bad, overrides))
+            assert reason and "does not divide c (input channels)=250" in reason and "\n" not in reason
+    assert "float16" in refusal(lambda: NHWC_MMA.apply(conv2d(2, 64, 4, 4, 64, layout="NHWC")))   # fp32: not taken
+
+
+def test_direct_fp16_schedule_tile_follows_the_batch():
+    """The notebook's hwcn_direct_fp16 row: HWCN_SEED with tile 8 where the batch is a multiple of 64, else 4 (a
+    64-wide batch tile does not divide batch 32: skipped with the helper's one line)."""
+    from tirbench.core.errors import refusal
+    from tirbench.schedules.conv.records import HWCN_SEED
+
+    wl = conv2d(32, 64, 7, 7, 64, layout="HWCN", dtype="float16")
+    assert "does not divide n (batch)=32" in refusal(lambda: HWCN_SEED.apply(wl, {"tile": 8}))
+    assert refusal(lambda: HWCN_SEED.apply(wl, {"tile": 4})) is None
+    assert HWCN_SEED.with_candidates([{"tile": 4}]).candidates == ({"tile": 4},)
