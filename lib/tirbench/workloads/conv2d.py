@@ -47,14 +47,23 @@ def output_size(size: int, window: int, stride: int, pad: int) -> int:
     return (size + 2 * pad - window) // stride + 1
 
 
+#: Per layout, the NCHW axes of an activation in storage order.
+_NCHW_AXES = {"NCHW": (0, 1, 2, 3), "NHWC": (0, 2, 3, 1), "HWCN": (2, 3, 1, 0)}
+
+
 def to_nchw(x: np.ndarray, layout: str) -> np.ndarray:
     """An activation (input or output) in ``layout`` as NCHW."""
-    return {"NCHW": x, "NHWC": x.transpose(0, 3, 1, 2), "HWCN": x.transpose(3, 2, 0, 1)}[layout]
+    return x.transpose(np.argsort(_NCHW_AXES[layout]))
 
 
 def from_nchw(x: np.ndarray, layout: str) -> np.ndarray:
     """An NCHW activation stored in ``layout`` (contiguous)."""
-    return np.ascontiguousarray({"NCHW": x, "NHWC": x.transpose(0, 2, 3, 1), "HWCN": x.transpose(2, 3, 1, 0)}[layout])
+    return np.ascontiguousarray(x.transpose(_NCHW_AXES[layout]))
+
+
+def stored_shape(nchw_shape: tuple[int, int, int, int], layout: str) -> tuple[int, ...]:
+    """The shape of an activation of NCHW shape ``nchw_shape`` stored in ``layout`` (no array is made)."""
+    return tuple(nchw_shape[axis] for axis in _NCHW_AXES[layout])
 
 
 def filter_to_kcrs(wt: np.ndarray, layout: str) -> np.ndarray:
@@ -186,7 +195,7 @@ def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, strid
         sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
         dtype=dtype, mod=_module(n, c, h, w, k, r, s, stride, pad, layout, dtype),
         make_inputs=make_inputs, reference=reference,
-        out_shape=tuple(from_nchw(np.empty((n, k, oh, ow), np.int8), layout).shape), out_dtype=out_dtype,
+        out_shape=stored_shape((n, k, oh, ow), layout), out_dtype=out_dtype,
         flops=2 * n * k * oh * ow * red,
         bytes=(n * c * h * w + k * red) * itemsize + n * k * oh * ow * np.dtype(out_dtype).itemsize,
         # as for GEMM: fp32 accumulation over red = c*r*s products differs from float64 by ~1e-7 * red at most;
