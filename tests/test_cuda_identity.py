@@ -8,65 +8,62 @@ from pathlib import Path
 
 import pytest
 import tvm
-from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source
-from tirbench.schedules.conv import direct as c32
-from tirbench.schedules.conv import implicit_gemm as tc
-from tirbench.schedules.conv import int8 as i8
-from tirbench.schedules.gemm.simt import LADDER, PADDED_SWEEP, SWEEP, gemm_pass_config
+from tirbench.schedules.common.record import KernelRecord
+from tirbench.schedules.conv.records import HWCN_HOPPER, HWCN_SEED, INT8, NCHW_SPLITK, TENSOR_CORE
+from tirbench.schedules.gemm.records import LADDER, V5_WARP_TILED, V8_WGMMA, padded
 from tirbench.workloads import conv2d, conv2d_int8, gemm
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "cuda_hashes.json").read_text())
 BIG = (256, 256, 14, 14, 512, 3, 3, 1, 1)
 
 
-def key(fn, wl, params) -> str:
+def key(record: KernelRecord, wl, overrides) -> str:
+    params = record.params(overrides)
     ordered = {k: params[k] for k in sorted(params)}
-    return f"{fn.__name__}|{wl.name}:{wl.shape}:{wl.dtype}:{wl.layout}|{json.dumps(ordered, default=str)}"
+    return f"{record.schedule.__name__}|{wl.name}:{wl.shape}:{wl.dtype}:{wl.layout}|{json.dumps(ordered, default=str)}"
 
 
 def cases() -> list[tuple]:
-    out = []
-    for name, (fn, d, dt) in LADDER.items():
-        out.append((fn, gemm(1024, 1024, 1024, dtype=dt), d, gemm_pass_config(name)))
-    for sweep, size in ((SWEEP, (1024, 1024, 1024)), (PADDED_SWEEP, (2000, 3000, 1000))):
-        for rung, cands in sweep.items():
-            fn, d, dt = LADDER[rung]
-            out += [(fn, gemm(*size, dtype=dt), {**d, **c}, gemm_pass_config(rung)) for c in cands]
-    for name, (fn, d, layout) in c32.VARIANTS.items():
-        out.append((fn, conv2d(*BIG, layout=layout), d, c32.conv2d_pass_config(name)))
-        out += [(fn, conv2d(*BIG, layout=layout), {**d, **c}, c32.conv2d_pass_config(name))
-                for c in c32.SWEEP.get(name, [])]
+    """(record, workload, overrides): each ladder rung at its defaults and its sweep, the padded sweeps, every
+    convolution record at its defaults and its candidates, at the shapes recorded."""
+    g1024 = {dt: gemm(1024, 1024, 1024, dtype=dt) for dt in ("float32", "float16")}
+    out = [(r, g1024[dt], {}) for r in LADDER for dt in g1024 if r.accepts(g1024[dt]) is None]
+    out += [(r, g1024[dt], c) for r in LADDER for dt in g1024 if r.accepts(g1024[dt]) is None for c in r.candidates]
+    for record in (V5_WARP_TILED, V8_WGMMA):
+        wl = gemm(2000, 3000, 1000, dtype=record.defaults.get("layout") and "float16" or "float32")
+        out += [(record, wl, c) for c in padded(record, 2000).candidates]
+    for record in (HWCN_SEED, HWCN_HOPPER):
+        wl = conv2d(*BIG, layout="HWCN")
+        out += [(record, wl, {})] + [(record, wl, c) for c in record.candidates]
     for shape in ((1, 512, 7, 7, 512, 3, 3, 1, 1), (1, 3, 224, 224, 64, 7, 7, 2, 3)):
-        out += [(c32.conv2d_nchw_splitk, conv2d(*shape), c, {}) for c in c32.SPLITK_SWEEP]
+        out += [(NCHW_SPLITK, conv2d(*shape), c) for c in NCHW_SPLITK.candidates]
     for shape in (BIG, (32, 512, 7, 7, 512, 3, 3, 1, 1)):
         wl = conv2d(*shape, layout="NHWC", dtype="float16")
-        out += [(fn, wl, d, tc.CONV_TC_CONFIG) for fn, d, _ in tc.VARIANTS.values()]
-        out += [(tc.VARIANTS[name][0], wl, kw, tc.CONV_TC_CONFIG) for name, kw in tc.TC_SWEEP]
+        out += [(r, wl, {}) for r in TENSOR_CORE] + [(r, wl, c) for r in TENSOR_CORE for c in r.candidates]
         wl8 = conv2d_int8(*shape, relu=True, residual=True)
-        out += [(i8.INT8_VARIANTS[name], wl8, kw, tc.CONV_TC_CONFIG) for name, kw in i8.INT8_SWEEP]
+        out += [(r, wl8, c) for r in INT8 for c in r.candidates]
     return out
 
 
-def generated(fn, wl, params, config) -> str:
+def generated(record: KernelRecord, wl, overrides) -> str:
     try:
-        sch = fn(s_tir.Schedule(wl.mod), **params)
+        sch = record.apply(wl, overrides)
     except ValueError as err:
         return f"ValueError: {err}"
-    with tvm.transform.PassContext(config=config):
+    with tvm.transform.PassContext(config=record.pass_config):
         src = device_source(sch, tvm.target.Target("nvidia/nvidia-h100", host="llvm"))
     return hashlib.sha256(src.encode()).hexdigest()
 
 
-CASES = cases()
+CASES = list({key(*case): case for case in cases()}.values())   # a default equal to a candidate counts once
 
 
 def test_every_recorded_entry_is_still_listed() -> None:
-    assert sorted(key(fn, wl, p) for fn, wl, p, _ in CASES) == sorted(RECORDED)
+    assert {key(*case) for case in CASES} == set(RECORDED)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[key(fn, wl, p)[:90] for fn, wl, p, _ in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[key(*case)[:90] for case in CASES])
 def test_generated_cuda_unchanged(case) -> None:
-    fn, wl, params, config = case
-    assert generated(fn, wl, params, config) == RECORDED[key(fn, wl, params)]
+    assert generated(*case) == RECORDED[key(*case)]

@@ -46,7 +46,7 @@ NCHW_SPLITK = KernelRecord(
         {"split": 4, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
         {"split": 2, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
         {"split": 1, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 3},
-        {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 8), "step": 1},
+        {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 16), "step": 1},
     ))
 
 FP16_NHWC = takes("conv", ("float16",), ("NHWC",))
