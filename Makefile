@@ -1,36 +1,45 @@
 # make run-all   execute every notebook (papermill; 00_overview last), render HTML reports and their index, regenerate
 #                plots and the README table; a failing notebook does not stop the others, make fails naming it
 # make test      run the test suite (CPU only)
-# make lab       open the notebooks in JupyterLab
+# make lab       open the notebooks in JupyterLab (--allow-root when run as root); LAB_ARGS="--port 8890 --no-browser"
+#                passes more options to `jupyter lab`
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
 #                and one server per GPU (CUDA_VISIBLE_DEVICES), stopped afterwards, also on Ctrl-C;
 #                CLUSTER="--port 9190 --key h100 --min-servers 4" passes options to tirbench.tuning.rpc.cluster
-# Both create the environment on first use: .venv from requirements.txt (plus requirements-gpu.txt where
-# nvidia-smi sees a GPU); on the GPU host that has the offline kit (/opt/gpukit) the system Python is used.
+# Python: by default the project's .venv, created on first use from requirements.txt (plus requirements-gpu.txt where
+# nvidia-smi sees a GPU). PY=python3 (any interpreter), or VENV=0 (python3), uses the environment that is already
+# active (a container, conda, a cluster module) as it is: nothing is installed into it but this project
+# (pip install --no-deps -e .), and that only if it cannot `import tirbench`.
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 
-ifneq ($(wildcard /opt/gpukit/env.sh),)
-PY    := python3
-SETUP := build/.installed-gpukit
-else
-PY    := .venv/bin/python
+VENV ?= 1
+ifeq ($(VENV),0)
+PY ?= python3
+endif
+PY ?= .venv/bin/python
+ifeq ($(PY),.venv/bin/python)
 SETUP := .venv/.installed
+else
+SETUP := active-env
 endif
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 QUICK ?= False
-# More papermill parameters, each given to the notebooks that declare it: PARAMS="-p repeats 20 -p seed 1"
+# More papermill parameters, each given to the notebooks that declare it: PARAMS="-p repeats 20 -p seed 1"; a name
+# that no selected notebook declares stops run-all before anything runs
 PARAMS ?=
+LAB_ARGS ?=
 
 # Options of tirbench.tuning.rpc.cluster (before its `tune` command) and the tuning CLI's arguments.
 CLUSTER ?=
 TUNE ?=
 
-.PHONY: run-all test lab readme clean-cpu-run tune-rpc
+.PHONY: run-all test lab readme clean-cpu-run tune-rpc active-env
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 run-all: $(SETUP)
-	@status=0; $(PY) -m tirbench.report.run_all -p quick $(QUICK) $(PARAMS) $(NOTEBOOKS) || status=$$?; \
+	@status=0; $(PY) -m tirbench.report.run_all $(if $(filter-out False,$(QUICK)),-p quick $(QUICK)) $(PARAMS) \
+	  $(NOTEBOOKS) || status=$$?; \
 	$(MAKE) --no-print-directory readme; exit $$status
 
 readme: $(SETUP)
@@ -40,7 +49,7 @@ test: $(SETUP)
 	$(PY) -m pytest -q
 
 lab: $(SETUP)
-	$(PY) -m jupyter lab notebooks/
+	$(PY) -m jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
 
 tune-rpc: $(SETUP)
 	$(PY) -m tirbench.tuning.rpc.cluster $(CLUSTER) tune $(TUNE)
@@ -53,9 +62,9 @@ tune-rpc: $(SETUP)
 	.venv/bin/pip install -q --no-deps -e .
 	touch $@
 
-build/.installed-gpukit: pyproject.toml
-	. /opt/gpukit/env.sh && python3 -m pip install -q --no-deps --no-build-isolation -e .
-	mkdir -p build && touch $@
+# The active environment (PY=..., VENV=0): this project added, without dependencies or a package index, if missing.
+active-env:
+	$(PY) -c "import tirbench" 2>/dev/null || $(PY) -m pip install -q --no-deps --no-build-isolation -e .
 
 clean-cpu-run:
 	rm -rf build/cpu-run

@@ -22,18 +22,13 @@ from tirbench.core.build import build
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.core.serial import without_threads
-from tirbench.schedules.gemm.simt import (
-    LADDER,
-    PADDED_SWEEP,
-    divisible_shape,
-    gemm_pass_config,
-    gemm_v5_warp_tiled,
-    padded_candidates,
-)
+from tirbench.schedules.gemm.records import LADDER, PADDED, V5_WARP_TILED, V8_WGMMA, divisible_shape, padded
+from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
 from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v8_wgmma
 from tirbench.workloads.gemm import gemm
 
-RUNGS = [name for name in LADDER if name not in ("v0_naive", "v1_local")]
+RECORDS = {record.name: record for record in LADDER}
+RUNGS = [name for name in RECORDS if name not in ("v0_naive", "v1_local")]
 SIMT = ["v2_shared", "v3_vectorized", "v4_pipelined", "v5_warp_tiled"]
 ODD = [(1, 7, 9), (1000, 1000, 1000), (2000, 3000, 1000)]
 
@@ -44,14 +39,21 @@ def tensor_intrinsics() -> None:
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
 
 
+def dtype_of(name: str) -> str:
+    """The inputs the rung takes: float32 for the SIMT rungs, float16 for tensor cores."""
+    return "float32" if RECORDS[name].accepts(gemm(16, 16, 16)) is None else "float16"
+
+
 def schedule(name: str, size: tuple[int, int, int], mod: tvm.IRModule | None = None) -> s_tir.Schedule:
-    """LADDER[name] with its configuration on the GEMM of ``size`` (or on ``mod``)."""
-    helper, params, dtype = LADDER[name]
-    return helper(s_tir.Schedule(mod or gemm(*size, dtype).mod), **params)
+    """The rung ``name`` at its defaults on the GEMM of ``size`` (or on ``mod``)."""
+    record = RECORDS[name]
+    if mod is None:
+        return record.apply(gemm(*size, dtype_of(name)))
+    return record.schedule(s_tir.Schedule(mod), **record.params())
 
 
 def cuda(name: str, sch: s_tir.Schedule) -> str:
-    with tvm.transform.PassContext(config=gemm_pass_config(name)):
+    with tvm.transform.PassContext(config=RECORDS[name].pass_config):
         return device_source(sch)
 
 
@@ -86,7 +88,7 @@ def test_vector_accesses_fit_the_row_alignment(name, size):
     """A row of A is k elements, of B and C n: a 16-byte access only where the row is a multiple of 16 bytes (TVM
     keeps the vector copy only when the padding predicate is the same for all its lanes, which is that condition)."""
     m, n, k = size
-    item = 2 if LADDER[name][2] == "float16" else 4
+    item = 2 if dtype_of(name) == "float16" else 4
     rows = {"A": k * item, "B": n * item, "C": n * 4}
     widest = _widest_accesses(cuda(name, schedule(name, size)))
     assert all(rows[buf] % nbytes == 0 for buf, nbytes in widest.items() if nbytes), (widest, rows)
@@ -105,7 +107,7 @@ def test_padded_fills_stay_asynchronous(name):
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", SIMT)
 def test_simt_rungs_match_numpy_on_llvm(name, size):
-    wl = gemm(*size, LADDER[name][2])
+    wl = gemm(*size, dtype_of(name))
     serial = without_threads(wl.mod, schedule(name, size))
     run_checked(wl, build(serial, cpu_target()), tvm.cpu(0), what=f"{name} at {wl.shape}")
 
@@ -384,14 +386,15 @@ def test_hardware_limits_stay_one_line_errors(call, message):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("rung", list(PADDED_SWEEP))
-def test_notebook_padded_candidates_build_and_divide_the_nearest_divisible_shape(rung):
-    """What notebook 03 times at its padded sizes builds for sm_90a, and each tile divides ``divisible_shape``."""
-    helper, defaults, dtype = LADDER[rung]
+@pytest.mark.parametrize("record", [V5_WARP_TILED, V8_WGMMA], ids=lambda r: r.name)
+def test_notebook_padded_candidates_build_and_divide_the_nearest_divisible_shape(record):
+    """What notebook 03 times at its padded sizes (``padded(record, M)``) schedules, and each tile divides
+    ``divisible_shape``."""
+    assert set(PADDED) == {V5_WARP_TILED.name, V8_WGMMA.name}
     for size in [(2000, 3000, 1000), (1000, 1000, 1000), (37, 4096, 4096)]:
-        candidates = padded_candidates(rung, size[0])
+        candidates = padded(record, size[0]).candidates
         assert candidates and (size[0] > 64 or all(c["block_tile"][0] == 64 for c in candidates))
         for cand in candidates:
-            params = {**defaults, **cand}
+            params = record.params(cand)
             assert all(e % t == 0 for e, t in zip(divisible_shape(size), (*params["block_tile"], params["tile_k"])))
-            assert "pad_einsum" in str(helper(s_tir.Schedule(gemm(*size, dtype).mod), **params).trace)
+            assert "pad_einsum" in str(record.apply(gemm(*size, dtype_of(record.name)), cand).trace)

@@ -15,17 +15,15 @@ from tvm.s_tir import meta_schedule as ms
 
 from tirbench.bench.harness import run_checked
 from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
+from tirbench.core.errors import refusal
 from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.schedules.conv.direct import (
-    SPLITK_SWEEP,
-    SWEEP,
-    VARIANTS,
     conv2d_hwcn_classic,
     conv2d_hwcn_implicit_gemm,
     conv2d_nchw_splitk,
     conv2d_nchw_splitk_space,
-    conv2d_pass_config,
 )
+from tirbench.schedules.conv.records import HWCN_HOPPER, HWCN_SEED, NCHW_SPLITK
 from tirbench.workloads import conv2d
 from tirbench.workloads.conv2d import conv2d_reference, filter_from_kcrs, from_nchw, to_nchw
 
@@ -83,13 +81,14 @@ def test_workload_rejects_bad_input_in_one_line(args, kwargs, message):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
-def test_variants_compile_for_sm90a_without_spills(name):
-    helper, params, _ = VARIANTS[name]
-    with tvm.transform.PassContext(config=conv2d_pass_config(name)):
-        src = device_source(helper(s_tir.Schedule(BIG.mod), **params))
+@pytest.mark.parametrize("record", [HWCN_SEED, HWCN_HOPPER], ids=lambda r: r.name)
+def test_hwcn_records_compile_for_sm90a_without_spills(record):
+    """The two rungs notebook 04 times (``sweep(..., defaults_only=True)``): each record's defaults, built with its
+    pass config."""
+    with tvm.transform.PassContext(config=record.pass_config):
+        src = device_source(record.apply(BIG))
     kernel = kernel_only(src)
-    if name == "hwcn_seed":   # 8x8 threads, 2x2 virtual threads of 4x4: 64 accumulators; float4 fetches
+    if record is HWCN_SEED:   # 8x8 threads, 2x2 virtual threads of 4x4: 64 accumulators; float4 fetches
         assert "__launch_bounds__(64)" in kernel and "float Y_local_ptr[64]" in kernel and "float4" in kernel
     else:                     # the GEMM v5 nest: cp.async pipeline, the padding as a zero-filling predicate
         assert "__launch_bounds__(256)" in kernel and "cp_async_legacy_pred" in kernel
@@ -109,7 +108,7 @@ def test_implicit_gemm_reaches_the_gemm_nest():
     """9 taps x 256 channels / 16 per tile = 144 k tiles, 3-stage pipeline: 142 in the main loop."""
     sch = conv2d_hwcn_implicit_gemm(s_tir.Schedule(BIG.mod))
     assert "simt_nest" not in str(sch.trace)   # a trace of primitives, not of helper names
-    with tvm.transform.PassContext(config=conv2d_pass_config("hwcn_hopper")):
+    with tvm.transform.PassContext(config=HWCN_HOPPER.pass_config):
         assert "u0_u1_u2_0_fused < 142" in kernel_only(device_source(sch))
 
 
@@ -131,6 +130,17 @@ def test_helpers_reject_the_wrong_layout():
         conv2d_nchw_splitk(s_tir.Schedule(BIG.mod))
 
 
+def test_records_take_only_their_layout_in_one_line():
+    """A record says why it does not take a workload before scheduling anything (``sweep`` shows it as skipped);
+    ``apply`` refuses it in one line naming the record and the workload."""
+    assert HWCN_SEED.accepts(BIG) is None and HWCN_HOPPER.accepts(BIG) is None and NCHW_SPLITK.accepts(LAST) is None
+    assert "HWCN" in HWCN_SEED.accepts(LAST) and "NCHW" in NCHW_SPLITK.accepts(BIG)
+    assert "float32" in HWCN_HOPPER.accepts(conv2d(8, 8, 8, 8, 8, layout="HWCN", dtype="float16"))
+    message = refusal(lambda: HWCN_SEED.apply(LAST))
+    assert message.startswith("hwcn_seed does not take conv2d 1x512x7x7x512x3x3x1x1") and "\n" not in message
+    assert refusal(lambda: HWCN_SEED.apply(BIG)) is None
+
+
 def test_splitk_writes_partial_sums_then_adds_them():
     sch = conv2d_nchw_splitk(s_tir.Schedule(LAST.mod), split=16, block_k=16, thread_k=2, block_pixels=(7, 7), step=8)
     src = kernel_only(device_source(sch))
@@ -145,16 +155,18 @@ def test_every_batch1_layer_has_a_splitk_candidate():
     layers = [(1, 64, 56, 56, 64, 3, 3, 1, 1), (1, 128, 28, 28, 128, 3, 3, 1, 1), (1, 256, 14, 14, 256, 3, 3, 1, 1),
               (1, 512, 7, 7, 512, 3, 3, 1, 1), (1, 256, 56, 56, 64, 1, 1, 1, 0), (1, 3, 224, 224, 64, 7, 7, 2, 3)]
     for shape in layers:
-        fits = 0
-        for cand in SPLITK_SWEEP:
-            try:
-                conv2d_nchw_splitk(s_tir.Schedule(conv2d(*shape).mod), **cand)
-                fits += 1
-            except ValueError:
-                pass
+        wl = conv2d(*shape)
+        fits = sum(refusal(lambda: NCHW_SPLITK.apply(wl, cand)) is None for cand in NCHW_SPLITK.candidates)
         assert fits >= 2, shape
+    assert NCHW_SPLITK.candidates[0] == NCHW_SPLITK.defaults   # the schedule notebook 05 shows is the first tried
+
+
+def test_sweep_candidates_are_helper_parameters():
+    """Every candidate overrides only parameters its helper has, and every hopper tile fits the big layer."""
     assert all(cand.keys() <= {"block_tile", "warp_tile", "thread_tile", "tile_k", "stages", "raster", "prefetch",
-                               "columns_outer"} for cand in SWEEP["hwcn_hopper"])
+                               "columns_outer"} for cand in HWCN_HOPPER.candidates)
+    assert all(cand.keys() <= NCHW_SPLITK.defaults.keys() for cand in NCHW_SPLITK.candidates)
+    assert all(refusal(lambda: HWCN_HOPPER.apply(BIG, cand)) is None for cand in HWCN_HOPPER.candidates)
 
 
 def test_splitk_space_samples_valid_kernels():

@@ -11,8 +11,7 @@ from test_any_shape import unproven_accesses, unproven_without_guards
 from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source, nvcc_report
-from tirbench.schedules.conv.implicit_gemm import CONV_TC_CONFIG, conv2d_nhwc_mma, conv2d_nhwc_wgmma
-from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.conv.records import INT8_MMA, INT8_WGMMA, NHWC_MMA, NHWC_WGMMA
 from tirbench.workloads import conv2d, conv2d_int8
 
 
@@ -24,21 +23,21 @@ def int8(n, c, h, w, k):
     return conv2d_int8(n, c, h, w, k, residual=True)
 
 
-#: (helper, its tiles, the workload factory): 128-row tiles against GEMM M = 1568 (batch 32 at 7x7) and 147 (batch 3),
-#: 128-column tiles against 96 output channels.
+#: (record, the tiles overriding its defaults, the workload factory): 128-row tiles against GEMM M = 1568 (batch 32 at
+#: 7x7) and 147 (batch 3), 128-column tiles against 96 output channels.
 HELPERS = {
-    "nhwc_wgmma": (conv2d_nhwc_wgmma, dict(block_tile=(128, 128), stages=4), fp16),
-    "nhwc_mma": (conv2d_nhwc_mma, dict(block_tile=(128, 128), warp_tile=(64, 64)), fp16),
-    "int8_wgmma": (conv2d_int8_wgmma, dict(block_tile=(128, 128), stages=3, overlap=True), int8),
-    "int8_mma": (conv2d_int8_mma, dict(block_tile=(128, 128), warp_tile=(32, 64), tile_k=64, stages=4), int8),
+    "nhwc_wgmma": (NHWC_WGMMA, dict(block_tile=(128, 128), stages=4), fp16),
+    "nhwc_mma": (NHWC_MMA, dict(block_tile=(128, 128), warp_tile=(64, 64)), fp16),
+    "int8_wgmma": (INT8_WGMMA, dict(block_tile=(128, 128), stages=3, overlap=True), int8),
+    "int8_mma": (INT8_MMA, dict(block_tile=(128, 128), warp_tile=(32, 64), tile_k=64, stages=4), int8),
 }
 ODD = [(32, 128, 7, 7, 128), (3, 128, 7, 7, 96)]
 BUFFERS = ("X", "W", "Y", "Bias", "Scale", "Residual")
 
 
 def scheduled(name: str, shape: tuple[int, ...]) -> s_tir.Schedule:
-    helper, params, make = HELPERS[name]
-    return helper(s_tir.Schedule(make(*shape).mod), **params)
+    record, params, make = HELPERS[name]
+    return record.apply(make(*shape), params)
 
 
 @pytest.mark.parametrize("shape", ODD, ids=lambda s: "x".join(map(str, s)))
@@ -46,7 +45,7 @@ def scheduled(name: str, shape: tuple[int, ...]) -> s_tir.Schedule:
 def test_conv_helper_pads_builds_and_stays_in_bounds(name, shape):
     sch = scheduled(name, shape)
     assert "pad_einsum" in str(sch.trace)
-    with tvm.transform.PassContext(config=CONV_TC_CONFIG):
+    with tvm.transform.PassContext(config=HELPERS[name][0].pass_config):
         src = device_source(sch)
     assert "cp_async_legacy_pred" in src   # the fills stay asynchronous, their padding predicated
     if shutil.which("nvcc"):

@@ -12,10 +12,10 @@ from tvm import s_tir
 from tirbench.bench.harness import run_checked
 from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
 from tirbench.core.machine import cpu_target
+from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
+from tirbench.schedules.gemm.records import LADDER, V0_NAIVE, V5_WARP_TILED, V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA
 from tirbench.schedules.gemm.simt import (
-    LADDER,
-    gemm_pass_config,
     gemm_v0_naive,
     gemm_v1_local,
     gemm_v2_shared,
@@ -42,16 +42,21 @@ EXPECTED = {
 }
 
 
+def _gemm(record: KernelRecord, size: int = SIZE) -> Workload:
+    """The size^3 GEMM with the inputs ``record`` takes (float32 for the SIMT rungs, float16 for tensor cores)."""
+    fp32 = gemm(size, size, size)
+    return fp32 if record.accepts(fp32) is None else gemm(size, size, size, "float16")
+
+
 @pytest.fixture(scope="module")
 def sources() -> dict[str, str]:
     """CUDA source of every rung at SIZE^3 (the tensor-intrinsic import, ~35 s, happens once here)."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
 
     out = {}
-    for name, (helper, kwargs, dtype) in LADDER.items():
-        sch = helper(s_tir.Schedule(gemm(SIZE, SIZE, SIZE, dtype).mod), **kwargs)
-        with tvm.transform.PassContext(config=gemm_pass_config(name)):
-            out[name] = device_source(sch)
+    for record in LADDER:
+        with tvm.transform.PassContext(config=record.pass_config):
+            out[record.name] = device_source(record.apply(_gemm(record)))
     return out
 
 
@@ -70,7 +75,7 @@ def test_workload_rejects_bad_arguments():
         gemm(64, 64, 64, "int8")
 
 
-@pytest.mark.parametrize("name", list(LADDER))
+@pytest.mark.parametrize("name", [record.name for record in LADDER])
 def test_rung_compiles_with_its_construct(sources, name):
     src = sources[name]
     assert 'extern "C" __global__' in src
@@ -79,7 +84,7 @@ def test_rung_compiles_with_its_construct(sources, name):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-@pytest.mark.parametrize("name", list(LADDER))
+@pytest.mark.parametrize("name", [record.name for record in LADDER])
 def test_rung_has_no_spills(sources, name):
     report = " ".join(nvcc_report(sources[name]))
     frame, stores, loads = map(int, re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
@@ -128,7 +133,10 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v8_wgmma(_sch("float16"), layout="swizzle64"), "layout"),
     (lambda: gemm_v8_wgmma(_sch("float16"), stages=8, block_tile=(128, 256)), "shared"),
     (lambda: gemm_v8_wgmma(_sch("float16"), stages=2, overlap=True), "stages >= 3"),
-    (lambda: gemm_pass_config("v9"), "variant"),
+    # the records: a workload a family does not take, a rung's defaults at a size they do not divide, an override
+    (lambda: V6_WMMA.apply(gemm(64, 64, 64)), r"v6_wmma does not take gemm 64x64x64 \(float32\): takes float16"),
+    (lambda: V0_NAIVE.apply(gemm(1000, 1000, 1000)), r"threads\[0\]=16 does not divide m=1000"),
+    (lambda: V8_WGMMA.apply(_gemm(V8_WGMMA), {"tile_k": 32}), "tile_k must be 64"),
 ])
 def test_bad_parameters_raise(call, param):
     with pytest.raises(ValueError, match=param) as err:
@@ -136,17 +144,16 @@ def test_bad_parameters_raise(call, param):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("name, kwargs", [
-    ("v5_warp_tiled", dict(prefetch="next_tile")),
-    ("v7_mma_ldmatrix", dict(stages=3, prefetch="next_tile")),
-])
-def test_next_tile_prefetch_compiles(name, kwargs):
+@pytest.mark.parametrize("record, kwargs", [
+    (V5_WARP_TILED, dict(prefetch="next_tile")),
+    (V7_MMA_LDMATRIX, dict(stages=3, prefetch="next_tile")),
+], ids=["v5_warp_tiled", "v7_mma_ldmatrix"])
+def test_next_tile_prefetch_compiles(record, kwargs):
     """The nested pipeline (fragments of the next tile loaded during this tile's last k step) lowers for sm_90a."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
 
-    helper, defaults, dtype = LADDER[name]
-    sch = helper(_sch(dtype), **{**defaults, **kwargs})
-    with tvm.transform.PassContext(config=gemm_pass_config(name)):
+    sch = record.apply(_gemm(record), kwargs)
+    with tvm.transform.PassContext(config=record.pass_config):
         assert "cp.async" in device_source(sch)
 
 
@@ -239,7 +246,7 @@ def test_wgmma_overlap_keeps_one_group_in_flight_over_three_buffers():
     """overlap: each tile waits for the previous tile's wgmma group, waits for its own copies itself (one group
     fewer than TVM's pipeline allows), and the copies rotate over three shared buffers, one per group."""
     sch = gemm_v8_wgmma(_sch("float16"), stages=3, overlap=True)
-    with tvm.transform.PassContext(config=gemm_pass_config("v8_wgmma")):
+    with tvm.transform.PassContext(config=V8_WGMMA.pass_config):
         src = device_source(sch)
     loop = src[src.index("for (int r_0"):]
     assert "wgmma_wait_group_wait_group_sync_aligned_1()" in loop

@@ -8,7 +8,7 @@ from tvm.script import tirx as T
 
 from tirbench.bench.harness import Timing, build_all, verify_then_time
 from tirbench.core.machine import cpu_target, cuda_target, has_cuda_gpu
-from tirbench.schedules.gemm.simt import LADDER, gemm_pass_config
+from tirbench.schedules.gemm.records import V7_MMA_LDMATRIX
 from tirbench.workloads import gemm, vector_add
 
 
@@ -72,10 +72,8 @@ def test_build_all_names_a_failed_build_in_one_line_and_builds_the_rest():
 def test_build_all_lowers_tensor_core_kernels_in_its_workers():
     """Lowering mma.sync / ldmatrix looks up index maps that TVM registers with its tensor intrinsics: the CUDA
     workers register them first (without, every v7 candidate failed to build on the H100)."""
-    helper, params, dtype = LADDER["v7_mma_ldmatrix"]
-    wl = gemm(256, 256, 256, dtype=dtype)
-    sch = helper(s_tir.Schedule(wl.mod), **params)
-    (kernel,) = build_all([sch], cuda_target(), gemm_pass_config("v7_mma_ldmatrix"))
+    sch = V7_MMA_LDMATRIX.apply(gemm(256, 256, 256, dtype="float16"))
+    (kernel,) = build_all([sch], cuda_target(), V7_MMA_LDMATRIX.pass_config)
     if has_cuda_gpu():
         assert isinstance(kernel, tvm.runtime.Module)
     else:  # built; this TVM has no CUDA runtime to load it

@@ -11,7 +11,8 @@ from tirbench.core.machine import PEAKS
 from tirbench.report.index import index_html, main_plot, write_index
 from tirbench.report import overview
 from tirbench.tuning import throughput
-from tirbench.tuning.tune import trials_done, work_dir_for
+from tirbench.tuning.history import trials_done
+from tirbench.tuning.tune import work_dir_for
 
 ROOT = Path(__file__).resolve().parents[1]
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"

@@ -68,10 +68,10 @@ def test_conv_rows_are_compared_with_the_fastest_cudnn_and_the_sweep_has_a_geome
     last, stem = "1x512x7x7x512x3x3x1x1", "1x3x224x224x64x7x7x2x3"
 
     def conv(shape, variant, provider, ms):
-        return row(notebook="04_conv2d", workload="conv2d", shape=shape, variant=variant, provider=provider,
+        return row(notebook="05_conv2d_batch1", workload="conv2d", shape=shape, variant=variant, provider=provider,
                    median_ms=ms, gflops=1000.0 / ms)
 
-    append_rows(root / "results" / "04_conv2d" / "results.csv", [
+    append_rows(root / "results" / "05_conv2d_batch1" / "results.csv", [
         conv(last, "nchw_splitk_ms", "metaschedule", 0.04), conv(last, "nchw_metaschedule", "metaschedule", 0.12),
         conv(last, "cudnn_nchw", "cudnn", 0.16), conv(last, "cudnn_nhwc", "cudnn", 0.14),
         conv(stem, "nchw_splitk_best", "tvm", 0.035), conv(stem, "cudnn_nchw", "cudnn", 0.021)])
@@ -86,7 +86,7 @@ def test_conv_rows_are_compared_with_the_fastest_cudnn_and_the_sweep_has_a_geome
     assert report.update_readme(readme, root) and "old" not in readme.read_text() and "1.449x" in readme.read_text()
 
 
-def test_fp16_sweep_reads_notebook_05(tmp_path):
+def test_fp16_sweep_reads_notebook_06(tmp_path):
     root = make_root(tmp_path)
     layer = "32x512x7x7x512x3x3x1x1"
     append_rows(root / "results" / "06_conv2d_tensorcore" / "results.csv", [
@@ -98,7 +98,7 @@ def test_fp16_sweep_reads_notebook_05(tmp_path):
     table = report.sweep_table(root, fp16)
     assert f"| {layer} | nhwc_wmma_ms | 0.0600 | cudnn_nhwc | 0.0200 | 0.333x |" in table
     assert "over 1 layers" in table
-    assert report.sweep_table(root) == "not run on a GPU yet"   # the fp32 sweep reads only notebook 04
+    assert report.sweep_table(root) == "not run on a GPU yet"   # the fp32 sweep reads only notebook 05
 
 
 def test_int8_rows_are_compared_with_cudnns_fastest_fp16_run(tmp_path):

@@ -15,20 +15,12 @@ from tirbench.core.cuda_source import device_source
 from tirbench.core.machine import has_cuda_gpu
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
-from tirbench.tuning.spaces import SPACES, get_space
-from tirbench.tuning.tune import (
-    V5_SPACE_VARIANTS,
-    best_schedule,
-    build_with_config,
-    open_database,
-    space_target,
-    trials_done,
-    tune,
-    tuned_pass_config,
-    tuning_history,
-    v5_space,
-    work_dir_for,
-)
+from tirbench.core.build import build_with_config
+from tirbench.tuning.cli import cli_workloads, main
+from tirbench.tuning.database import best_schedule, open_database
+from tirbench.tuning.history import trials_done, tuner_vs_harness, tuning_history, where_it_flattens
+from tirbench.tuning.spaces import SPACES, V5_SPACE_VARIANTS, get_space, v5_space
+from tirbench.tuning.tune import space_target, tune, tuned_pass_config, work_dir_for
 from tirbench.workloads import conv2d, gemm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,8 +126,6 @@ CONV_ARGS = ["conv2d", "1", "512", "7", "7", "512", "3", "3", "1", "1"]
      "the conv2d template needs a float32 NCHW conv2d, not conv2d float32 NHWC"),
 ])
 def test_cli_bad_input_is_one_line(argv, message, capsys):
-    from tirbench.tuning.tune import main
-
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
@@ -143,17 +133,13 @@ def test_cli_bad_input_is_one_line(argv, message, capsys):
 
 
 def test_cli_groups_of_sizes_are_several_workloads():
-    from tirbench.tuning.tune import _cli_workloads
-
-    wls = _cli_workloads("conv2d", [1, 64, 56, 56, 64, 3, 3, 1, 1, 32, 512, 7, 7, 512, 3, 3, 1, 1], "float16", "NHWC")
+    wls = cli_workloads("conv2d", [1, 64, 56, 56, 64, 3, 3, 1, 1, 32, 512, 7, 7, 512, 3, 3, 1, 1], "float16", "NHWC")
     assert [wl.shape for wl in wls] == ["1x64x56x56x64x3x3x1x1", "32x512x7x7x512x3x3x1x1"]
     assert {(wl.dtype, wl.layout) for wl in wls} == {("float16", "NHWC")}
 
 
 @pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU error")
 def test_cli_template_space_without_gpu_is_one_line_and_writes_nothing(capsys):
-    from tirbench.tuning.tune import main
-
     work_dir = work_dir_for(ROOT, CONV, "template")
     before = (work_dir.exists(), trials_done(work_dir))
     with pytest.raises(SystemExit) as exit_info:
@@ -228,8 +214,6 @@ def test_candidate_build_uses_the_tuned_pass_config():
 
 
 def test_where_it_flattens_names_the_trial_the_curve_reaches_its_final_best():
-    from tirbench.tuning.tune import where_it_flattens
-
     h = pd.DataFrame({"trial": range(1, 9), "gflops": [0.0, 10, 50, 40, 99.5, 20, 100, 30]})
     h["best_gflops"] = h["gflops"].cummax()
     assert where_it_flattens(h) == {"trials": 8, "best_gflops": 100.0, "flat_from": 5, "half_budget": 0.5}
@@ -242,7 +226,6 @@ def test_tuner_vs_harness_puts_the_recorded_best_beside_the_replayed_time(tmp_pa
     """The recorded database of the v5 space at 1024^3: its best trial as MetaSchedule's runner measured it, beside a
     harness measurement of the replayed kernel, with their ratio."""
     from tirbench.bench.harness import Measurement, Timing
-    from tirbench.tuning.tune import tuner_vs_harness, tuning_history
     from tirbench.workloads import gemm
 
     src = Path(__file__).resolve().parents[1] / "results" / "tuning" / "gemm" / "float32_1024x1024x1024_v5space"
@@ -258,8 +241,6 @@ def test_tuner_vs_harness_puts_the_recorded_best_beside_the_replayed_time(tmp_pa
 
 
 def test_cli_budget_already_reached_says_so_and_touches_nothing(tmp_path, capsys):
-    from tirbench.tuning.tune import main
-
     db = tmp_path / "db"
     shutil.copytree(RECORDED, db / RECORDED.relative_to(ROOT / "results" / "tuning"))
     done = trials_done(RECORDED)

@@ -5,14 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tirbench.tuning.tune import (
-    best_schedule,
-    compact_database,
-    open_database,
-    trials_done,
-    tuning_history,
-    work_dir_for,
-)
+from tirbench.tuning.database import best_schedule, compact_database, open_database
+from tirbench.tuning.history import trials_done, tuning_history
+from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import gemm
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,16 +16,11 @@ from pathlib import Path
 import pytest
 
 from tirbench.core.machine import has_cuda_gpu
-from tirbench.tuning.tune import (
-    open_database,
-    repair_database,
-    trials_done,
-    tune,
-    tuning_chunks,
-    tuning_history,
-    work_dir_for,
-)
-from tirbench.tuning import tune as tuning
+from tirbench.tuning.database import open_database, repair_database
+from tirbench.tuning.history import trials_done, tuning_history
+import tirbench.tuning.tune as tune_module
+from tirbench.tuning.logs import CHUNK_LOG, tuning_chunks
+from tirbench.tuning.tune import tune, work_dir_for
 from tirbench.workloads import gemm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,8 +113,8 @@ def test_each_chunk_prints_progress_and_logs_its_wall_time(work_dir, monkeypatch
             f.writelines(f"{line}\n" for line in spare[:max_trials_global])
         time.sleep(0.05)
 
-    monkeypatch.setattr(tuning, "require_cuda_gpu", lambda: None)
-    monkeypatch.setattr(tuning.ms, "tune_tir", fake_tune_tir)
+    monkeypatch.setattr(tune_module, "require_cuda_gpu", lambda: None)
+    monkeypatch.setattr(tune_module.ms, "tune_tir", fake_tune_tir)
     start = trials_done(work_dir)
     tune(WL, work_dir, trials=start + 10, chunk=4, builder=object(), runner=object())
     out = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[tuning]")]
@@ -129,7 +124,7 @@ def test_each_chunk_prints_progress_and_logs_its_wall_time(work_dir, monkeypatch
     chunks = tuning_chunks(work_dir)
     assert list(chunks["trials"]) == [start + 4, start + 8, start + 10] and list(chunks["new_trials"]) == [4, 4, 2]
     assert (chunks["wall_s"] > 0).all() and (chunks["s_per_trial"] > 0).all()
-    log = work_dir / tuning.CHUNK_LOG
+    log = work_dir / CHUNK_LOG
     log.write_text(log.read_text() + "2026-01-01T00:00:00+00:00,9")   # a row cut short by a kill
     assert len(tuning_chunks(work_dir)) == 3
 

@@ -24,7 +24,10 @@ from tirbench.tuning.rpc.cluster import Cluster
 from tirbench.tuning.runners import make_rpc_runner
 from tirbench.tuning import phases, throughput
 from tirbench.tuning import runners as measure
-from tirbench.tuning.tune import main, trials_done, tune, tuning_chunks
+from tirbench.tuning.cli import main
+from tirbench.tuning.history import trials_done
+from tirbench.tuning.logs import tuning_chunks
+from tirbench.tuning.tune import tune
 from tirbench.workloads import gemm
 
 WL = gemm(32, 32, 32)
@@ -40,7 +43,7 @@ def root(tmp_path, monkeypatch):
 
 
 def db_dir(root: Path) -> Path:
-    return root / "results" / "tuning" / "gemm" / "float32_32x32x32_llvm"
+    return root / "build" / "tuning" / "gemm" / "float32_32x32x32_llvm"
 
 
 def records(work_dir: Path) -> list[list]:
@@ -49,6 +52,11 @@ def records(work_dir: Path) -> list[list]:
 
 def measured(record: list) -> bool:
     return max(float(s) for s in record[1][1]) < 1e9   # MetaSchedule records a failed run as 1e10 s
+
+
+def scratch_throughput(root: Path) -> Path:
+    """Where a CPU run's throughput row goes: never the tracked ``results/tuning/throughput.csv``."""
+    return root / "build" / "tuning" / "throughput.csv"
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, list[str]]:
@@ -93,7 +101,8 @@ def test_local_tuning_run_appends_a_throughput_row_and_its_phases(root, capsys):
     assert main(ARGS + ["--trials", "4"]) == 0
     out = capsys.readouterr().out
     assert "seconds per trial: search" in out and "measure" in out
-    rows = throughput.read(throughput.path_for(root))
+    rows = throughput.read(scratch_throughput(root))
+    assert not (root / "results").exists()   # a CPU run writes nothing under results/
     assert list(rows.columns) == throughput.COLUMNS and len(rows) == 1
     row = rows.iloc[0]
     assert (row["gpu"], row["gpus"], row["runner"], row["setup"], row["shape"], row["trials"]) == \
@@ -105,7 +114,7 @@ def test_local_tuning_run_appends_a_throughput_row_and_its_phases(root, capsys):
     assert phases.loc["chunk_wall", "seconds"] >= phases.loc["builder_wall", "seconds"] + phases.loc["runner_wall",
                                                                                                       "seconds"]
     assert main(ARGS + ["--trials", "4"]) == 0   # nothing left to tune: no row
-    assert len(throughput.read(throughput.path_for(root))) == 1
+    assert len(throughput.read(scratch_throughput(root))) == 1
 
 
 def test_throughput_csv_refuses_bad_rows_and_broken_files(tmp_path):
@@ -157,7 +166,8 @@ def cluster(tmp_path_factory):
 def test_rpc_tuning_run_through_two_servers(root, cluster, capsys):
     assert main(ARGS + ["--trials", "4", "--rpc", str(cluster.address)]) == 0
     assert "upload+load" in capsys.readouterr().out
-    row = throughput.read(throughput.path_for(root)).iloc[0]
+    row = throughput.read(scratch_throughput(root)).iloc[0]
+    assert not throughput.path_for(root).exists()
     assert (row["runner"], row["gpus"], row["trials"]) == ("rpc", 2, 4)
     assert all(measured(r) and len(r[1][1]) in (1, measure.TUNED_EVALUATOR.repeat) for r in records(db_dir(root)))
 

@@ -6,7 +6,8 @@ import tvm
 from tirbench.bench.harness import run_checked
 from tirbench.core.build import build
 from tirbench.core.machine import cpu_target
-from tirbench.workloads import copy, vector_add, window_sum
+from tirbench.workloads import conv2d, conv2d_int8, copy, gemm, vector_add, window_sum
+from tirbench.workloads.conv2d import from_nchw
 
 
 @pytest.mark.parametrize("make", [lambda: vector_add(1000), lambda: vector_add(4096, "float16"),
@@ -37,3 +38,25 @@ def test_bad_input_is_one_clear_line(call, message):
     with pytest.raises(ValueError, match=message) as err:
         call()
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("layout, out_shape", [("NCHW", (100000, 512, 14000, 14000)),
+                                               ("NHWC", (100000, 14000, 14000, 512)),
+                                               ("HWCN", (14000, 14000, 512, 100000))])
+def test_a_huge_conv2d_gets_its_shapes_without_allocating(layout, out_shape):
+    """Issue #27: the factory allocated an array of the output's size (here 10^20 elements) to learn its shape."""
+    wl = conv2d(100000, 256, 14000, 14000, 512, 3, 3, 1, 1, layout=layout)
+    assert wl.out_shape == out_shape
+    assert wl.buffer_bytes == (100000 * 256 * 14000**2 + 512 * 256 * 9 + 100000 * 512 * 14000**2) * 4
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC", "HWCN"])
+def test_conv2d_out_shape_is_the_stored_output_shape(layout):
+    wl = conv2d(2, 3, 9, 7, 5, 3, 3, 2, 1, layout=layout)
+    assert wl.out_shape == from_nchw(np.empty((2, 5, 5, 4)), layout).shape
+
+
+def test_buffer_bytes_count_every_argument_buffer():
+    assert gemm(64, 32, 16, "float16").buffer_bytes == (64 * 16 + 16 * 32) * 2 + 64 * 32 * 4
+    # the residual buffer is an argument even when the epilogue ignores it
+    assert conv2d_int8(1, 32, 8, 8, 32, residual=False).buffer_bytes == 2 * 8 * 8 * 32 + 32 * 32 * 9 + 32 * 8 + 8 * 8 * 32

@@ -3,13 +3,17 @@
 there with one line naming the parameter, before anything is built, measured or written."""
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
 
 import tvm
 
 from tirbench.core.errors import OneLineError
+from tirbench.core.machine import PEAKS, has_cuda_gpu
+from tirbench.workloads.base import Workload
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ParameterError(OneLineError):
@@ -52,8 +56,51 @@ def require_target(target: object) -> None:
 def require_valid(name: str, value: T, make: Callable[[T], object]) -> None:
     """Run ``make(value)`` (a workload or schedule helper, which checks its own arguments); its ValueError or
     TypeError becomes a one-line ParameterError naming the parameter."""
+    _made(name, value, make)
+
+
+def _made(name: str, value: T, make: Callable[[T], R]) -> R:
+    """``make(value)``, its ValueError or TypeError turned into a one-line ParameterError naming the parameter."""
     try:
-        make(value)
+        return make(value)
     except (ValueError, TypeError) as err:
         first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
         raise ParameterError(f"{name}={value!r}: {first}") from None
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """The device memory a notebook's buffers must fit in, and the GPU it belongs to (for the message)."""
+
+    bytes: int
+    gpu: str
+
+
+def gpu_memory(target_gpu: str = "H100") -> GpuMemory:
+    """The detected GPU's memory, or (no CUDA GPU here) the peak table's for ``target_gpu`` ("H100", "H200")."""
+    if has_cuda_gpu():
+        dev = tvm.cuda(0)
+        return GpuMemory(int(dev.total_global_memory), dev.device_name)
+    if target_gpu not in PEAKS:
+        raise ParameterError(f"target_gpu={target_gpu!r}: expected one of {', '.join(map(repr, PEAKS))}")
+    return GpuMemory(int(PEAKS[target_gpu].memory_gb * 1e9), target_gpu)
+
+
+def decimal_bytes(count: int) -> str:
+    """``count`` bytes in decimal units, as GPU datasheets give memory: "1.2 TB", "80 GB"."""
+    units = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
+    power = min(len(str(count)) - 1, 3 * (len(units) - 1)) // 3
+    return f"{count / 1000 ** power:.3g} {units[power]}"
+
+
+def require_fits(name: str, value: T, make: Callable[[T], Workload | Sequence[Workload]],
+                 memory: GpuMemory | None = None) -> None:
+    """``require_valid``, then ParameterError unless the buffers of each workload ``make(value)`` returns (inputs and
+    output, ``Workload.buffer_bytes``: counted, not allocated) fit in ``memory`` (default ``gpu_memory()``)."""
+    made = _made(name, value, make)
+    largest = max([made] if isinstance(made, Workload) else made, key=lambda wl: wl.buffer_bytes)
+    memory = memory or gpu_memory()
+    if largest.buffer_bytes > memory.bytes:
+        raise ParameterError(f"{name}={value!r}: {largest.name} {largest.shape} needs "
+                             f"{decimal_bytes(largest.buffer_bytes)} of buffers, more than the "
+                             f"{decimal_bytes(memory.bytes)} of the {memory.gpu}")

@@ -3,21 +3,41 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import LogFormatter, ScalarFormatter
 
 from tirbench.core.atomic import write_atomic
+from tirbench.core.errors import OneLineError
 
 #: Providers drawn as the reference (dashed black line / dark bar).
 VENDORS = ("cublas", "cublaslt", "cudnn", "torch")
+#: x columns that hold positions (0, 1, 2 ...) standing for names (layers, shapes): their ticks must name them.
+POSITIONAL = ("size",)
+
+
+class IncompleteFigureError(OneLineError):
+    """A figure that would be saved without what makes it readable (the names of a positional x axis)."""
+
+
+def missing_names(fig: plt.Figure) -> list[str]:
+    """The x labels of the axes of ``fig`` that are positional (``POSITIONAL``) but show numbers, not names."""
+    return [ax.get_xlabel() for ax in fig.axes
+            if ax.get_xlabel() in POSITIONAL
+            and isinstance(ax.xaxis.get_major_formatter(), (ScalarFormatter, LogFormatter))]
 
 
 def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
     """Save ``fig`` as a PNG at ``path`` atomically (a failed or killed run leaves the previous plot whole); nothing
-    when ``path`` is None (``Session.figure_path`` with ``save`` off)."""
+    when ``path`` is None (``Session.figure_path`` with ``save`` off). IncompleteFigureError, and nothing written,
+    for a positional x axis without its names (``missing_names``)."""
     if path is None:
         return
+    for label in missing_names(fig):
+        raise IncompleteFigureError(f"{Path(path).name}: the x axis {label!r} shows positions without their names: "
+                                    f"pass xticks= to plot_providers (or set the tick labels before saving)")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     write_atomic(path, buf.getvalue())
@@ -29,14 +49,19 @@ def series_name(provider: str, variant: str) -> str:
 
 def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str, ylabel: str,
                    peak: float | None = None, peak_name: str = "peak", kind: str = "line", logx: bool = False,
+                   xticks: Sequence[str] | None = None, xlabel: str | None = None,
                    path: Path | None = None) -> plt.Figure:
     """Plot ``y`` against ``x`` with one line (kind="line") or one bar (kind="bar") per provider/variant.
 
-    ``peak`` draws a roof and a right-hand axis in % of it. ``caption`` (GPU, date, measured/recorded) is
-    printed under the axes. The figure is saved to ``path`` (PNG) when given.
+    ``xticks`` names the positions 0, 1, 2 ... that ``x`` holds (layers, shapes); ``xlabel`` replaces the column
+    name under the axis. ``peak`` draws a roof and a right-hand axis in % of it. ``caption`` (GPU, date,
+    measured/recorded) is printed under the axes. The figure, complete, is saved to ``path`` (PNG) when given.
     """
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
+    if xticks is not None and not set(df[x]) <= set(range(len(xticks))):
+        raise ValueError(f"xticks names {len(xticks)} positions, x={x!r} has values "
+                         f"{min(df[x]):g}..{max(df[x]):g}: give one name per position")
     fig, ax = plt.subplots(figsize=(9, 5))
     if kind == "line":
         vendor_styles = iter([("black", "--", "s"), ("0.45", "-.", "^"), ("0.25", ":", "D"), ("0.6", "--", "v")])
@@ -46,7 +71,9 @@ def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str
             ax.plot(g[x], g[y], marker=marker, linestyle=style, color=color, label=series_name(provider, variant))
         if logx:
             ax.set_xscale("log", base=2)
-        ax.set_xlabel(x)
+        ax.set_xlabel(x if xlabel is None else xlabel)
+        if xticks is not None:
+            ax.set_xticks(range(len(xticks)), list(xticks), rotation=20, ha="right")
     else:
         names = [series_name(p, v) for p, v in zip(df["provider"], df["variant"])]
         colors = ["0.25" if p in VENDORS else f"C{i % 10}" for i, p in enumerate(df["provider"])]

@@ -3,10 +3,15 @@
 On a CUDA GPU the run measures and, when ``save`` is on, appends its rows to
 ``results/<notebook>/results.csv`` and saves figures beside it. Without a GPU it builds and verifies what it
 can on the CPU, writes nothing under ``results/``, and its plots show the recorded GPU rows, labelled so.
+
+Under ``make run-all`` (``$TIRBENCH_STAGE_DIR`` set) rows and figures are staged in that folder instead, laid out
+like ``results/``; run_all moves them in with the executed copy and the report once the notebook has run to its end,
+so a notebook that fails later changes nothing. In Jupyter they are written in place, as above.
 """
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 from pathlib import Path
 
@@ -17,6 +22,20 @@ from tirbench.bench.harness import Measurement
 from tirbench.core.machine import DeviceInfo, Peak, has_cuda_gpu, peak_for
 from tirbench.core.paths import output_dir, project_root
 
+#: Set by tirbench.report.run_all for each notebook's kernel: where the run stages its rows and figures.
+STAGE_ENV = "TIRBENCH_STAGE_DIR"
+
+
+def staging_dir() -> Path | None:
+    """The folder this run stages into (``$TIRBENCH_STAGE_DIR``), or None outside ``make run-all``."""
+    value = os.environ.get(STAGE_ENV)
+    return Path(value) if value else None
+
+
+def figure_dir(root: Path, notebook: str) -> Path:
+    """The folder for a notebook's figures: staged under run-all, else ``output_dir(root)/<notebook>``."""
+    return (staging_dir() or output_dir(root)) / notebook
+
 
 class Session:
     """The state of one notebook run (see the module docstring)."""
@@ -26,6 +45,7 @@ class Session:
         self.quick = quick
         self.save = save
         self.root = root or project_root()
+        self.stage = staging_dir()
         self.gpu = has_cuda_gpu()
         self.device = DeviceInfo.detect() if self.gpu else None
         now = dt.datetime.now(dt.timezone.utc)
@@ -41,10 +61,11 @@ class Session:
         return self.root / "results" / self.notebook / "results.csv"
 
     def figure_path(self, name: str) -> Path | None:
-        """Where to save a figure: beside the CSV on a GPU run, under build/cpu-run/ without a GPU."""
+        """Where to save a figure: beside the CSV on a GPU run, under build/cpu-run/ without a GPU (staged under
+        run-all, see the module docstring)."""
         if not self.save:
             return None
-        base = output_dir(self.root) / self.notebook
+        base = figure_dir(self.root, self.notebook)
         base.mkdir(parents=True, exist_ok=True)
         return base / name
 
@@ -85,12 +106,15 @@ class Session:
         } for m in self.measurements]
 
     def commit(self) -> int:
-        """Append this run's rows to the CSV (GPU run with ``save`` on); returns how many were written."""
+        """Append this run's rows to the CSV (GPU run with ``save`` on), or stage them under run-all; returns how
+        many were written."""
         if not (self.gpu and self.save) or self.committed:
             return 0
-        n = results.append_rows(self.results_csv, self.rows())
+        csv = self.results_csv.relative_to(self.root)
+        n = results.append_rows(self.stage / self.notebook / csv.name if self.stage else self.results_csv, self.rows())
         self.committed = True
-        print(f"[tirbench] {n} rows appended to {self.results_csv.relative_to(self.root)}")
+        print(f"[tirbench] {n} rows staged: run-all appends them to {csv} once this notebook has run to its end"
+              if self.stage else f"[tirbench] {n} rows appended to {csv}")
         return n
 
     # -- what to plot ------------------------------------------------------------------------------------

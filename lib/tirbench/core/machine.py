@@ -50,12 +50,13 @@ class Peak:
     fp16_tensor_tflops: float
     int8_tensor_tops: float
     hbm_tbps: float
+    memory_gb: float  # device memory (HBM), in 10^9 bytes
 
 
-#: NVIDIA datasheet numbers for the SXM parts (H200 = H100 compute with faster HBM3e).
+#: NVIDIA datasheet numbers for the SXM parts (H200 = H100 compute with more, faster HBM3e).
 PEAKS: dict[str, Peak] = {
-    "H100": Peak(fp32_tflops=67.0, fp16_tensor_tflops=989.0, int8_tensor_tops=1979.0, hbm_tbps=3.35),
-    "H200": Peak(fp32_tflops=67.0, fp16_tensor_tflops=989.0, int8_tensor_tops=1979.0, hbm_tbps=4.8),
+    "H100": Peak(fp32_tflops=67.0, fp16_tensor_tflops=989.0, int8_tensor_tops=1979.0, hbm_tbps=3.35, memory_gb=80.0),
+    "H200": Peak(fp32_tflops=67.0, fp16_tensor_tflops=989.0, int8_tensor_tops=1979.0, hbm_tbps=4.8, memory_gb=141.0),
 }
 
 

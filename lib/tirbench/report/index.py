@@ -25,7 +25,8 @@ from tirbench.report.readme import HEADLINES
 #: Each notebook's main plot (a glob in its figure folder); another notebook shows its first PNG.
 MAIN_PLOTS = {"00_overview": "roofline_*.png", "01_vector_add": "vector_add_bandwidth.png",
               "02_window_sum": "window_sum_bandwidth.png", "03_gemm": "gemm_ladder_float16.png",
-              "04_conv2d": "conv2d_resnet50_batch1.png", "06_conv2d_tensorcore": "conv2d_fp16.png"}
+              "04_conv2d": "conv2d_big_layer.png", "05_conv2d_batch1": "conv2d_resnet50_batch1.png",
+              "06_conv2d_tensorcore": "conv2d_fp16.png"}
 
 
 def main_plot(out: Path, stem: str) -> Path | None:

@@ -24,7 +24,8 @@ from tirbench.bench.results import read_results
 from tirbench.core.machine import PEAKS, Peak, peak_for
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning import throughput
-from tirbench.tuning.tune import tuning_chunks, tuning_history
+from tirbench.tuning.history import tuning_history
+from tirbench.tuning.logs import tuning_chunks
 from tirbench.workloads import Workload, conv2d, gemm
 
 #: Below this many FLOP per byte a kernel streams memory: it is rated in GB/s.

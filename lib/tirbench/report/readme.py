@@ -45,7 +45,7 @@ HEADLINES: list[tuple[str, Headline]] = [
                          ("v5_best", "v7_best", "v8_best", "metaschedule_float32", "metaschedule_v5_space_float32",
                           "cublas_float32", "cublas_float16"))),
     ("04_conv2d", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
-    ("04_conv2d", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
+    ("05_conv2d_batch1", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
     ("06_conv2d_tensorcore", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
     ("07_conv2d_int8", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
 ]
@@ -80,7 +80,7 @@ def _run_label(df: pd.DataFrame) -> str:
 
 
 SWEEPS: list[Sweep] = [
-    Sweep("conv-sweep", "04_conv2d", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
+    Sweep("conv-sweep", "05_conv2d_batch1", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
                                       "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")),
     Sweep("conv-fp16-sweep", "06_conv2d_tensorcore", ("32x64x56x56x64x3x3x1x1", "32x256x14x14x256x3x3x1x1",
                                                       "32x512x7x7x512x3x3x1x1", "32x256x56x56x64x1x1x1x0")),

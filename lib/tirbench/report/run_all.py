@@ -5,28 +5,45 @@
 Executed notebooks and reports go to ``results/executed`` and ``results/reports`` on a CUDA GPU, to
 ``build/cpu-run/`` without one (``session.output_dir``: a CPU run never writes under ``results/``). Each ``-p``
 (its value read as YAML: ``-p threads 128``, ``-p sizes_log2 '[20, 22]'``) goes to the notebooks that declare that
-parameter. Notebooks run one after the other, ``00_overview`` last (it reads what the others recorded); then the
-index (``tirbench.report.index``) is written.
+parameter; a name that no selected notebook declares stops it before anything runs (one line, exit status 2).
+Notebooks run one after the other, ``00_overview`` last (it reads what the others recorded); then the index
+(``tirbench.report.index``) is written. Kernels talk to papermill over IPC (local sockets), not TCP.
 
-A notebook that fails does not stop the others: papermill writes to a scratch copy under ``build/run-all/`` that
-replaces the executed notebook only on success (the failed copy stays there to read), its report is not rendered,
-and the summary names it; the exit status is then 1. Each notebook's time and the total are printed; a notebook
-over ``BUDGET_S`` is flagged.
+Each notebook stages its rows and figures under ``build/run-all/<notebook>/staged/`` (``Session``,
+``$TIRBENCH_STAGE_DIR``) and papermill writes to a scratch copy beside it; only when the notebook ran to its end do
+the rows (appended atomically), figures, executed copy and report move into place together. A notebook that fails
+does not stop the others: nothing of it moves (the failed copy and what it staged stay there to read), and the
+summary names it; the exit status is then 1. Each notebook's time and the total are printed; a notebook over
+``BUDGET_S`` is flagged.
+
+Reports link one shared stylesheet (``reports/report.css``) and embed their figures as palette PNGs.
 """
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
+import csv
+import difflib
+import io
 import os
+import re
 import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
+import nbformat
 import papermill as pm
 import yaml
 from nbconvert import HTMLExporter
+from PIL import Image
+from traitlets.config import Config
 
+from tirbench.bench import results
+from tirbench.bench.session import STAGE_ENV
 from tirbench.core.atomic import write_atomic
 from tirbench.core.machine import has_cuda_gpu
 from tirbench.core.paths import output_dir, project_root
@@ -36,6 +53,10 @@ from tirbench.report.index import write_index
 BUDGET_S = 540
 #: Figures shown inline in the executed notebook, whatever MPLBACKEND the shell has (the GPU kit sets Agg).
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+#: Kernels over IPC: nothing listens on a TCP port (and ipykernel has no "TCP without encryption" to warn about).
+KERNEL_CONFIG = Config({"KernelManager": {"transport": "ipc"}})
+#: The reports' shared stylesheet, in ``reports/`` beside them.
+STYLESHEET = "report.css"
 
 
 @dataclass
@@ -50,18 +71,99 @@ def run_order(notebooks: list[Path]) -> list[Path]:
     return sorted(notebooks, key=lambda nb: (nb.stem.startswith("00_"), nb.name))
 
 
-def execute(nb: Path, out: Path, scratch: Path, params: dict[str, object]) -> None:
-    """Execute ``nb`` with those of ``params`` it declares into ``out/executed/`` and render ``out/reports/``; on an
-    error nothing under ``out`` changes (the failed copy stays in ``scratch``)."""
+def unknown_parameters(notebooks: list[Path], params: dict[str, object]) -> str | None:
+    """One line naming each parameter that none of ``notebooks`` declares (cell tagged ``parameters``), or None."""
+    declared = {name for nb in notebooks for name in pm.inspect_notebook(str(nb))}
+    unknown = [name for name in params if name not in declared]
+    if not unknown:
+        return None
+
+    def named(name: str) -> str:
+        close = difflib.get_close_matches(name, sorted(declared), n=1)
+        return f"'{name}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+
+    which = ", ".join(nb.stem for nb in notebooks)
+    return (f"run-all: unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(named, unknown))}: "
+            f"no selected notebook ({which}) declares {'them' if len(unknown) > 1 else 'it'}; nothing was run")
+
+
+@contextlib.contextmanager
+def environ(name: str, value: str) -> Iterator[None]:
+    """``os.environ[name] = value`` inside the block (the kernels started there inherit it), restored after."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
+def shrink_images(path: Path) -> None:
+    """Rewrite every PNG output of the notebook at ``path`` as a palette PNG (256 colours) where that is smaller."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/png" in data:
+                raw = base64.b64decode(data["image/png"])
+                buf = io.BytesIO()
+                Image.open(io.BytesIO(raw)).convert("RGB").quantize(256).save(buf, "PNG", optimize=True)
+                if buf.tell() < len(raw):
+                    data["image/png"] = base64.b64encode(buf.getvalue()).decode()
+    nbformat.write(nb, path)
+
+
+def render_report(executed: Path, reports: Path) -> str:
+    """The HTML report of ``executed``, its head's stylesheets written once to ``reports/STYLESHEET`` and linked."""
+    body, _ = HTMLExporter().from_filename(str(executed))
+    head, rest = body.split("</head>", 1)
+    styles = re.findall(r"<style[^>]*>(.*?)</style>", head, re.S)
+    css = "\n".join(styles).encode()
+    sheet = reports / STYLESHEET
+    if not sheet.exists() or sheet.read_bytes() != css:
+        write_atomic(sheet, css)
+    head = re.sub(r"\s*<style[^>]*>.*?</style>", "", head, flags=re.S)
+    return f'{head}<link href="{STYLESHEET}" rel="stylesheet"/>\n</head>{rest}'
+
+
+def move_staged(staged: Path, out: Path, root: Path) -> list[str]:
+    """Append each staged ``<notebook>/results.csv`` to ``root/results/`` (atomically) and move every other staged
+    file to ``out``; returns what moved, in words."""
+    moved, figures = [], 0
+    for path in sorted(p for p in staged.rglob("*") if p.is_file()):
+        rel = path.relative_to(staged)
+        if rel.name == "results.csv":
+            rows = [dict(r, verified=r["verified"] == "True") for r in csv.DictReader(io.StringIO(path.read_text()))]
+            n = results.append_rows(root / "results" / rel, rows)
+            moved.append(f"{n} rows ({Path('results') / rel})")
+        else:
+            write_atomic(out / rel, path.read_bytes())
+            figures += 1
+    return moved + ([f"{figures} figure{'s' if figures != 1 else ''}"] if figures else [])
+
+
+def execute(nb: Path, out: Path, scratch: Path, root: Path, params: dict[str, object]) -> list[str]:
+    """Execute ``nb`` with those of ``params`` it declares, staging under ``scratch/<stem>/staged``; then move its
+    rows and figures, its executed copy (``out/executed/``) and report (``out/reports/``) into place. On an error
+    nothing under ``out`` or ``root/results`` changes. Returns what moved, in words."""
     declared = pm.inspect_notebook(str(nb))
-    tmp = scratch / f"{nb.stem}.ipynb"
-    pm.execute_notebook(str(nb), str(tmp), parameters={k: v for k, v in params.items() if k in declared},
-                        cwd=str(nb.parent), kernel_name="python3")
-    body, _ = HTMLExporter().from_filename(str(tmp))
+    tmp, staged = scratch / f"{nb.stem}.ipynb", scratch / nb.stem / "staged"
+    shutil.rmtree(staged, ignore_errors=True)
+    with environ(STAGE_ENV, str(staged)):
+        pm.execute_notebook(str(nb), str(tmp), parameters={k: v for k, v in params.items() if k in declared},
+                            cwd=str(nb.parent), kernel_name="python3", config=KERNEL_CONFIG)
+    shrink_images(tmp)
+    body = render_report(tmp, out / "reports")
+    moved = move_staged(staged, out, root)
     executed = out / "executed" / nb.name
     executed.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(tmp, executed)
     write_atomic(out / "reports" / f"{nb.stem}.html", body.encode())
+    shutil.rmtree(scratch / nb.stem)
+    return moved + ["the executed copy and the report"]
 
 
 def _one_line(err: BaseException) -> str:
@@ -82,12 +184,14 @@ def run_all(notebooks: list[Path], params: dict[str, object], root: Path) -> lis
         print(f"== {nb.stem} -> {out / 'executed' / nb.name}", flush=True)
         t0 = time.monotonic()
         try:
-            execute(nb, out, scratch, params)
+            moved = execute(nb, out, scratch, root, params)
             outcomes.append(Outcome(nb.stem, time.monotonic() - t0))
+            print(f"[run-all] {nb.stem}: moved in {', '.join(moved)}", flush=True)
         except Exception as err:  # noqa: BLE001 - any failure of one notebook: note it, run the next
             outcomes.append(Outcome(nb.stem, time.monotonic() - t0, _one_line(err)))
-            print(f"[run-all] {nb.stem} FAILED: {outcomes[-1].error}; its executed copy and report are unchanged; "
-                  f"the failed run is in {scratch / nb.name}", flush=True)
+            print(f"[run-all] {nb.stem} FAILED: {outcomes[-1].error}; its rows, figures, executed copy and report "
+                  f"are unchanged; the failed run is in {scratch / nb.name}, what it staged is in "
+                  f"{scratch / nb.stem / 'staged'}", flush=True)
         print(f"[run-all] {nb.stem}: {outcomes[-1].seconds:.1f} s", flush=True)
     t0 = time.monotonic()
     try:
@@ -118,7 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     root = project_root()
     notebooks = [nb.resolve() for nb in a.notebooks] or sorted((root / "notebooks").glob("[0-9]*.ipynb"))
-    outcomes = run_all(notebooks, {name: yaml.safe_load(value) for name, value in a.parameter}, root)
+    params = {name: yaml.safe_load(value) for name, value in a.parameter}
+    unknown = unknown_parameters(notebooks, params)
+    if unknown:
+        print(unknown, file=sys.stderr)
+        return 2
+    if params.get("tune_now") is True and not has_cuda_gpu():
+        print("[run-all] tune_now=True, but no CUDA GPU here: nothing will be tuned (the notebooks replay the "
+              "recorded databases)", flush=True)
+    outcomes = run_all(notebooks, params, root)
     print(summary(outcomes))
     return 1 if any(o.error for o in outcomes) else 0
 

@@ -1,6 +1,6 @@
-"""``python -m tirbench.tuning ...``: the tuning CLI."""
+"""``python -m tirbench.tuning ...``: the tuning CLI (``tirbench.tuning.cli``)."""
 import sys
 
-from tirbench.tuning.tune import main
+from tirbench.tuning.cli import main
 
 sys.exit(main())

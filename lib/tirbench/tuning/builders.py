@@ -31,7 +31,7 @@ from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 from tirbench.core.build import build_with_config, export_shared
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.phases import call_timed, start_log, timed
-from tirbench.tuning.spaces import get_space, uses_tensor_cores
+from tirbench.tuning.spaces import DesignSpace, as_space, uses_tensor_cores
 from tirbench.workloads.base import Workload
 
 #: Candidates a builder worker builds before it is replaced (``LocalBuilder`` replaces its pool every batch because
@@ -82,13 +82,13 @@ class PersistentBuilder(ms.builder.PyBuilder):
         return results
 
 
-def make_builder(wl: Workload, space: str = "default", setup: str = "tuned") -> ms.builder.Builder:
+def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str = "tuned") -> ms.builder.Builder:
     """The builder for ``wl``'s candidates in ``space``: its PassContext config, and the tensor intrinsics registered
     in each worker where the candidates use tensor cores; build and export timed (``tirbench.tuning.phases``). Make it once
     and pass it to every ``tune`` of the same dtype and space. ``stock``: MetaSchedule's ``LocalBuilder`` (its
     constructor test-runs a pool: ~50 s with the tensor intrinsics); ``tuned``: ``PersistentBuilder``."""
     start_log()
-    config = get_space(space).pass_config(wl)
+    config = as_space(space).pass_config(wl)
     initializer = timed("worker_init", import_tensor_intrin) if uses_tensor_cores(wl) else None
     if setup == "stock":
         f_build = functools.partial(build_with_config, config) if config else _stock_build

@@ -1,14 +1,15 @@
 """The MetaSchedule design spaces ``tirbench.tuning.tune`` can search, by name: what each is for, which workloads it
 takes, how its candidates are generated and built, and where its database goes.
 
-A space is one ``DesignSpace`` in ``SPACES``; ``get_space(name)`` looks it up (one-line error for an unknown name).
+A space is one ``DesignSpace`` in ``SPACES``; ``get_space(name)`` looks it up (one-line error for an unknown name),
+once, where a name comes in (the CLI, ``replay``); the functions behind take the ``DesignSpace``.
 To add one, write its schedule function (``sch -> sch`` with ``sample_*`` decisions, or ``sch -> [sch, ...]`` for
 several design spaces) in ``tirbench.schedules`` and add an entry::
 
     SPACES["mine"] = DesignSpace(name="mine", description="...", check=require_..., schedule_fn=my_space,
                                  pass_config=lambda wl: {}, db_suffix="_minespace")
 
-``tune``, ``work_dir_for``, ``space_target``, ``tuned_pass_config`` and the CLI's ``--space`` then know it.
+``tune``, ``replay``, ``work_dir_for``, ``space_target``, ``tuned_pass_config`` and the CLI's ``--space`` then know it.
 """
 from __future__ import annotations
 
@@ -150,3 +151,8 @@ def get_space(name: str) -> DesignSpace:
     if name not in SPACES:
         raise ValueError(f"space={name!r}: expected one of {', '.join(map(repr, SPACES))}")
     return SPACES[name]
+
+
+def as_space(space: DesignSpace | str) -> DesignSpace:
+    """``space`` itself, or the registered space of that name (``get_space``): what public functions accept."""
+    return space if isinstance(space, DesignSpace) else get_space(space)

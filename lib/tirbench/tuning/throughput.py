@@ -1,5 +1,7 @@
 """``results/tuning/throughput.csv``: one row per workload per tuning run, how fast it tuned (trials per minute) on
-how many GPUs, with which runner and setup. Appended atomically, read strictly (``results.check_csv``)."""
+how many GPUs, with which runner and setup. Appended atomically, read strictly (``results.check_csv``). Only a GPU
+run whose database lives under ``results/`` appends there; any other run (a CPU run, a database elsewhere) appends
+to ``build/tuning/throughput.csv`` (``path_for_run``), so that tests and trial runs leave tracked files alone."""
 from __future__ import annotations
 
 import io
@@ -21,7 +23,16 @@ SETUPS = ("tuned", "stock")
 
 
 def path_for(root: Path) -> Path:
+    """The recorded GPU runs' file."""
     return root / "results" / "tuning" / "throughput.csv"
+
+
+def path_for_run(root: Path, work_dir: Path, *, gpu: bool) -> Path:
+    """Where a run tuning into ``work_dir`` appends its row: ``path_for(root)`` for a GPU run into a database under
+    ``results/``, ``build/tuning/throughput.csv`` for any other."""
+    if gpu and work_dir.resolve().is_relative_to((root / "results").resolve()):
+        return path_for(root)
+    return root / "build" / "tuning" / "throughput.csv"
 
 
 def validate_row(row: Mapping[str, object]) -> None:

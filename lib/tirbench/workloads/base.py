@@ -1,6 +1,7 @@
 """The Workload record shared by every notebook."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -28,6 +29,13 @@ class Workload:
     bytes: int
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
     layout: str = ""   # storage layout of the tensors where a workload has several (conv2d: NCHW, NHWC, HWCN)
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Bytes of the buffers ``mod`` takes (inputs and output, each as large as its shape), counted from the
+        module's signature without allocating any."""
+        return sum(math.prod(int(d) for d in buf.shape) * np.dtype(str(buf.dtype)).itemsize
+                   for buf in self.mod["main"].params)
 
     @property
     def shape(self) -> str:

@@ -17,6 +17,8 @@ channels). The spatial loops of ``"conv"`` follow the output layout.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import tvm
 from tvm.script import tirx as T
@@ -47,14 +49,23 @@ def output_size(size: int, window: int, stride: int, pad: int) -> int:
     return (size + 2 * pad - window) // stride + 1
 
 
+#: Per layout, the NCHW axes of an activation in storage order.
+_NCHW_AXES = {"NCHW": (0, 1, 2, 3), "NHWC": (0, 2, 3, 1), "HWCN": (2, 3, 1, 0)}
+
+
 def to_nchw(x: np.ndarray, layout: str) -> np.ndarray:
     """An activation (input or output) in ``layout`` as NCHW."""
-    return {"NCHW": x, "NHWC": x.transpose(0, 3, 1, 2), "HWCN": x.transpose(3, 2, 0, 1)}[layout]
+    return x.transpose(np.argsort(_NCHW_AXES[layout]))
 
 
 def from_nchw(x: np.ndarray, layout: str) -> np.ndarray:
     """An NCHW activation stored in ``layout`` (contiguous)."""
-    return np.ascontiguousarray({"NCHW": x, "NHWC": x.transpose(0, 2, 3, 1), "HWCN": x.transpose(2, 3, 1, 0)}[layout])
+    return np.ascontiguousarray(x.transpose(_NCHW_AXES[layout]))
+
+
+def stored_shape(nchw_shape: tuple[int, int, int, int], layout: str) -> tuple[int, ...]:
+    """The shape of an activation of NCHW shape ``nchw_shape`` stored in ``layout`` (no array is made)."""
+    return tuple(nchw_shape[axis] for axis in _NCHW_AXES[layout])
 
 
 def filter_to_kcrs(wt: np.ndarray, layout: str) -> np.ndarray:
@@ -88,39 +99,55 @@ _ORDER = {"NCHW": ("ncyx", "kcrs", "nkyx", "crs"), "NHWC": ("nyxc", "rsck", "nyx
           "HWCN": ("yxcn", "rsck", "yxkn", "rsc")}
 
 
-def _module(n, c, h, w, k, r, s, stride, pad, layout, dtype):
+def _shapes(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int, pad: int,
+            layout: str) -> tuple[tuple[int, ...], ...]:
+    """(X, padded X, W, Y, reduction) shapes, each in ``layout``'s storage order (the reduction in "conv"'s order)."""
+    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+    x_order, w_order, y_order, red_order = _ORDER[layout]
+    ext = {"n": n, "c": c, "k": k, "r": r, "s": s}
+    return (tuple({**ext, "y": h, "x": w}[a] for a in x_order),
+            tuple({**ext, "y": h + 2 * pad, "x": w + 2 * pad}[a] for a in x_order),
+            tuple(ext[a] for a in w_order),
+            tuple({**ext, "y": oh, "x": ow}[a] for a in y_order),
+            tuple(ext[a] for a in red_order))
+
+
+def _indexers(layout: str, stride: int, pad: int) -> tuple[Callable[..., tuple], ...]:
+    """Index helpers, evaluated while the script is parsed (block variables in storage order -> indices):
+    ``unpadded`` (X's indices of an element of Xp), ``pad_yx`` (an Xp element's row and column) and ``window``
+    (the Xp and W indices of one output element and reduction step)."""
+    x_order, w_order, y_order, red_order = _ORDER[layout]
+
+    def unpadded(*xp_vars):
+        at = dict(zip(x_order, xp_vars))
+        return tuple(at[a] - pad if a in "yx" else at[a] for a in x_order)
+
+    def pad_yx(*xp_vars):
+        at = dict(zip(x_order, xp_vars))
+        return at["y"], at["x"]
+
+    def window(o0, o1, o2, o3, u0, u1, u2):
+        at = {**dict(zip(y_order, (o0, o1, o2, o3))), **dict(zip(red_order, (u0, u1, u2)))}
+        xp = {"n": at["n"], "c": at["c"], "y": at["y"] * stride + at["r"], "x": at["x"] * stride + at["s"]}
+        return tuple(xp[a] for a in x_order), tuple(at[a] for a in w_order)
+
+    return unpadded, pad_yx, window
+
+
+def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int, pad: int, layout: str,
+            dtype: str) -> tvm.IRModule:
     """The TVMScript module of one layout and dtype: blocks "pad" and "conv", and for float16 a "cast" block.
 
     float32: "conv" accumulates straight into Y. float16: "conv" accumulates the float32 products of the half
     inputs into a float32 buffer ``Yacc``, and "cast" rounds it into the half output Y (what cuDNN does).
     """
-    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
-    x_order, w_order, y_order, red_order = _ORDER[layout]
-    ext = {"n": n, "c": c, "k": k, "r": r, "s": s}
-    x_shape = tuple({**ext, "y": h, "x": w}[a] for a in x_order)
-    xp_shape = tuple({**ext, "y": h + 2 * pad, "x": w + 2 * pad}[a] for a in x_order)
-    w_shape = tuple(ext[a] for a in w_order)
-    y_shape = tuple({**ext, "y": oh, "x": ow}[a] for a in y_order)
-    red_shape = tuple(ext[a] for a in red_order)
+    x_shape, xp_shape, w_shape, y_shape, red_shape = _shapes(n, c, h, w, k, r, s, stride, pad, layout)
+    unpadded, pad_yx, window = _indexers(layout, stride, pad)
     cast = dtype != "float32"
     out_dtype = dtype if cast else "float32"
 
-    # Index helpers, evaluated while the script is parsed: block variables in storage order -> indices.
     def acc(v):  # the float32 value of an input element
         return T.Cast("float32", v) if cast else v
-
-    def unpadded(*xp_vars):  # X's indices of an element of the padded input Xp
-        at = dict(zip(x_order, xp_vars))
-        return tuple(at[a] - pad if a in "yx" else at[a] for a in x_order)
-
-    def pad_yx(*xp_vars):  # the (row, column) of an element of Xp
-        at = dict(zip(x_order, xp_vars))
-        return at["y"], at["x"]
-
-    def window(o0, o1, o2, o3, u0, u1, u2):  # (Xp indices, W indices) of one output element and reduction step
-        at = {**dict(zip(y_order, (o0, o1, o2, o3))), **dict(zip(red_order, (u0, u1, u2)))}
-        xp = {"n": at["n"], "c": at["c"], "y": at["y"] * stride + at["r"], "x": at["x"] * stride + at["s"]}
-        return tuple(xp[a] for a in x_order), tuple(at[a] for a in w_order)
 
     @T.prim_func(s_tir=True)
     def main(X: T.Buffer(x_shape, dtype), W: T.Buffer(w_shape, dtype), Y: T.Buffer(y_shape, out_dtype)):
@@ -186,7 +213,7 @@ def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, strid
         sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
         dtype=dtype, mod=_module(n, c, h, w, k, r, s, stride, pad, layout, dtype),
         make_inputs=make_inputs, reference=reference,
-        out_shape=tuple(from_nchw(np.empty((n, k, oh, ow), np.int8), layout).shape), out_dtype=out_dtype,
+        out_shape=stored_shape((n, k, oh, ow), layout), out_dtype=out_dtype,
         flops=2 * n * k * oh * ow * red,
         bytes=(n * c * h * w + k * red) * itemsize + n * k * oh * ow * np.dtype(out_dtype).itemsize,
         # as for GEMM: fp32 accumulation over red = c*r*s products differs from float64 by ~1e-7 * red at most;

@@ -2,16 +2,15 @@
 import time
 
 import torch
-from tvm import s_tir
 
 from tirbench.bench.harness import verify_then_time, verify_then_time_torch
 from tirbench.core.machine import cuda_target
-from tirbench.schedules.gemm.simt import LADDER, gemm_pass_config
+from tirbench.schedules.gemm.records import V8_WGMMA
 from tirbench.workloads import gemm
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-helper, defaults, dtype = LADDER["v8_wgmma"]
+dtype = "float16"
 base = {"block_tile": (128, 128), "stages": 3, "raster": 8, "overlap": True}
 big, even = (2000, 3000, 1000), (2048, 3072, 1024)
 w192 = {**base, "block_tile": (128, 192)}
@@ -22,8 +21,8 @@ t0 = time.time()
 for size, params in runs:
     wl = gemm(*size, dtype=dtype)
     try:
-        m = verify_then_time(wl, helper(s_tir.Schedule(wl.mod), **{**defaults, **params}), variant="v8", repeats=30,
-                             target=cuda_target(), pass_config=gemm_pass_config("v8_wgmma"))
+        m = verify_then_time(wl, V8_WGMMA.apply(wl, params), variant="v8", repeats=30,
+                             target=cuda_target(), pass_config=V8_WGMMA.pass_config)
         print(f"{size} {params}: {m.gflops / 1e3:7.1f} TFLOP/s {m.timing.median_ms * 1e3:.1f} us [{time.time() - t0:.0f}s]", flush=True)
     except Exception as e:
         print(f"{size} {params}: FAIL {str(e).splitlines()[-1][:200]}", flush=True)

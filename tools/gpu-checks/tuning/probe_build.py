@@ -12,7 +12,8 @@ from tirbench.bench import harness
 from tirbench.core.build import build_with_config, export_shared
 from tirbench.core.machine import cuda_target
 from tirbench.core.paths import project_root
-from tirbench.tuning.tune import best_schedule, open_database, work_dir_for
+from tirbench.tuning.database import best_schedule, open_database
+from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import conv2d
 
 

@@ -10,7 +10,9 @@ from tirbench.bench.harness import verify_then_time
 from tirbench.core.machine import cuda_target
 from tirbench.core.paths import project_root
 from tirbench.tuning import throughput
-from tirbench.tuning.tune import PHASE_LOG, best_schedule, open_database, trials_done, tuning_history
+from tirbench.tuning.database import best_schedule, open_database
+from tirbench.tuning.history import trials_done, tuning_history
+from tirbench.tuning.logs import PHASE_LOG
 from tirbench.workloads import conv2d
 
 start, work = sys.argv[1], Path(sys.argv[2])

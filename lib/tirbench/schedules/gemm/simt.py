@@ -145,8 +145,9 @@ def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
     (default 8 x 4 threads of 8x8 outputs = 64x32), so a warp reads fewer distinct A/B values from shared
     memory per k step (96 instead of 144 floats for the v4 layout). ``raster``: blocks ordered in groups of
     that many block rows, for L2 reuse. ``prefetch``: fragment loads ahead of the math (``PREFETCH``).
-    ``columns_outer``: each thread's multiply-adds column by column (an H100 exploration measured 47.9 against
-    46.2 TFLOPS at 4096^3 for the same tiles; Nsight blamed dispatch stalls, i.e. nvcc's register allocation).
+    ``columns_outer``: each thread's multiply-adds column by column (faster on an H100 at 4096^3 for the same tiles:
+    the same FFMAs in another order, so nvcc's register allocation, which Nsight's dispatch stalls point at;
+    ``docs/notes-gemm.md``).
     Any m, n, k: shapes the tiles do not divide are padded to them, at the costs ``_simt`` lists."""
     return _simt(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
                  vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch,

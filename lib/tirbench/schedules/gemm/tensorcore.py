@@ -10,6 +10,7 @@ the config to compile each with; the checks, block order and software pipeline t
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from tvm import s_tir
 
@@ -71,6 +72,107 @@ def _require_warp_tiles(mnk: tuple[int, int, int], block_tile: tuple[int, int], 
     return warps
 
 
+def _warp_tiled_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, block_tile: tuple[int, int],
+                     warp_tile: tuple[int, int], tile_k: int, k_step: int,
+                     raster: int) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.LoopRV, s_tir.LoopRV]:
+    """The loop nest of the warp-tiled kernels (v6, v7, int8 mma): 16 x 16 x ``k_step`` products blockized
+    (``"<block>_o"``), block tile -> blockIdx.x (rasterized), warp tile -> threadIdx.y, k in ``tile_k`` tiles of
+    ``k_step`` steps; returns (the product block, the k-tile loop, the k-step loop, the warp loop)."""
+    (bm, bn), (wm, wn) = block_tile, warp_tile
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    j, j16 = sch.split(j, factors=[None, 16])
+    kk, k_in = sch.split(kk, factors=[None, k_step])
+    sch.reorder(i, j, kk, i16, j16, k_in)
+    tile = sch.blockize(i16)  # one 16 x 16 x k_step product
+    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
+    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
+    ko, ki = sch.split(kk, factors=[None, tile_k // k_step])
+    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
+    bind_blocks(sch, by, bx, raster)
+    warp = sch.fuse(wy, wx)
+    sch.bind(warp, "threadIdx.y")
+    return tile, ko, ki, warp
+
+
+def _lanes_16x16(r, c):
+    """[row tile, column tile, 32 lanes, 8 registers]: a 16 x 16 tile (fp16 operand, or accumulator) laid out as
+    ldmatrix / mma.sync hold it in a "warp" buffer."""
+    from tvm.s_tir.tensor_intrin import cuda as tc
+
+    return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+
+def _lanes_16x32(r, c):
+    """[row tile, k step, 32 lanes, 16 bytes]: a 16 x 32 int8 operand tile as ldmatrix / mma.sync m16n8k32 hold it."""
+    from tvm.s_tir.tensor_intrin import cuda as tc
+
+    return (r // 16, c // 32, *tc.shared_16x32_to_ldmatrix_32x16_layout(r % 16, c % 32))
+
+
+def _tensorize_warp_tile(sch: s_tir.Schedule, block: str, frags: tuple[s_tir.SBlockRV, ...], k_step: int,
+                         intrins: dict[str, str], lanes: tuple[Callable, Callable] | None) -> None:
+    """Tensorize a warp-tiled kernel: the A/B fragment loads (``frags[:2]``, in 16 x ``k_step`` tiles), the fill,
+    the accumulator store (``frags[2]``, 16 x 16 tiles) and the product, ``intrins`` naming each; ``lanes``: the
+    (operand, accumulator) layouts of "warp" buffers, laid out first (None: wmma fragments need none)."""
+    frag_a, frag_b, acc = frags
+    load_a, load_b = (split_tile(sch, frag, 16, k_step) for frag in (frag_a, frag_b))
+    store = split_tile(sch, acc, 16, 16)
+    if lanes is not None:
+        operand, accumulator = lanes
+        sch.transform_layout(frag_a, ("write", 0), operand)
+        sch.transform_layout(frag_b, ("write", 0), operand)
+        sch.transform_layout(acc, ("read", 0), accumulator)
+    sch.tensorize(load_a, intrins["load_a"])
+    sch.tensorize(load_b, intrins["load_b"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], intrins["init"])
+    sch.tensorize(store, intrins["store"])
+    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], intrins["compute"])
+
+
+def _require_fp16_tiles(sch: s_tir.Schedule, block: str, *, mma: bool, block_tile: tuple[int, int],
+                        warp_tile: tuple[int, int], tile_k: int, stages: int, raster: int, prefetch: str) -> int:
+    """The one-line checks of v6/v7 on the tiles padded to (any m, n, k), the prefetch and the shared memory of
+    the pipeline (rows padded by 8 halves); returns the warps per block."""
+    bm, bn = block_tile
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)  # any m, n, k, checked as padded
+    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
+    require_prefetch(prefetch, stages)
+    if not mma and prefetch != "none":
+        raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
+    require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
+                   block_tile=block_tile, tile_k=tile_k, stages=stages)
+    return warps
+
+
+def _fp16_intrins(mma: bool, c_scope: str) -> tuple[dict[str, str], tuple[str, str, str]]:
+    """The tensor intrinsics of v7 (``mma``: ldmatrix + mma.sync) or v6 (wmma) storing C to ``c_scope``, and the
+    scopes of the A, B fragments and the accumulator."""
+    from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
+
+    if mma:
+        return dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
+                    compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
+                    store={"global": tc.MMA_store_16x16_f32_global_INTRIN,
+                           "shared.dyn": tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE}[c_scope]), ("warp",) * 3
+    intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope=c_scope, in_dtype="float16",
+                                       out_dtype="float32", trans_b=False)
+    return intrins, ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+
+
+def _stage_padded_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.LoopRV, warps: int) -> None:
+    """A and B tiles of a k tile to shared memory, 16-byte copies spread over the block's threads, rows padded by
+    8 halves so the fragment loads are conflict-free."""
+    for idx in (0, 1):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(sh)[-2:]), factors=[None, warps, WARP, 8])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+        sch.storage_align(sh, 0, axis=-2, factor=32, offset=8)
+
+
 def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
                  tile_k: int, stages: int, async_copy: bool, raster: int = 1,
                  prefetch: str = "none", block: str = "C") -> s_tir.Schedule:
@@ -82,74 +184,24 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     see ``PREFETCH``): how far ahead of the math the fragment loads run. Any m, n, k (C in global memory): a tile
     that does not divide its extent pads the iteration space to the tiles (``tirbench.schedules.common.padding``).
     """
-    blk, m, n, k = gemm_block(sch, block)
+    blk, m, n, _ = gemm_block(sch, block)
     _require_float16(sch, blk, kernel="tensor cores need")
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
-    (bm, bn), (wm, wn) = block_tile, warp_tile
-    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)  # any m, n, k, checked as padded
-    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster, k_step=16, vector=8)
-    require_prefetch(prefetch, stages)
-    if not mma and prefetch != "none":
-        raise ValueError(f"prefetch={prefetch!r}: the wmma kernel loads its fragments in the step that uses them")
-    require_shared(stages * (bm * padded(tile_k, 32, 8) + tile_k * padded(bn, 32, 8)) * 2,
-                   block_tile=block_tile, tile_k=tile_k, stages=stages)
-    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n))
+    warps = _require_fp16_tiles(sch, block, mma=mma, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k,
+                                stages=stages, raster=raster, prefetch=prefetch)
+    padding = _pad(sch, block, (*block_tile, tile_k), c_scope, (m, n))
     blk = sch.get_sblock(block)
-    c_scope = sch.get(blk).writes[0].source.scope()
-    from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
-
-    if mma:
-        intrins = dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
-                       compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
-                       store={"global": tc.MMA_store_16x16_f32_global_INTRIN,
-                              "shared.dyn": tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE}[c_scope])
-        scopes = ("warp", "warp", "warp")
-    else:
-        intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope=c_scope, in_dtype="float16",
-                                           out_dtype="float32", trans_b=False)
-        scopes = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
-
-    i, j, kk = sch.get_loops(blk)
-    i, i16 = sch.split(i, factors=[None, 16])
-    j, j16 = sch.split(j, factors=[None, 16])
-    kk, k16 = sch.split(kk, factors=[None, 16])
-    sch.reorder(i, j, kk, i16, j16, k16)
-    tile = sch.blockize(i16)  # block "C_o": one 16x16x16 product
-    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
-    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
-    ko, ki = sch.split(kk, factors=[None, tile_k // 16])
-    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
-    bind_blocks(sch, by, bx, raster)
-    warp = sch.fuse(wy, wx)
-    sch.bind(warp, "threadIdx.y")
-    for idx in (0, 1):
-        sh = sch.cache_read(tile, idx, "shared.dyn")
-        sch.compute_at(sh, ko)
-        _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(sh)[-2:]), factors=[None, warps, WARP, 8])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
-        sch.vectorize(vec)
-        sch.storage_align(sh, 0, axis=-2, factor=32, offset=8)
+    intrins, scopes = _fp16_intrins(mma, sch.get(blk).writes[0].source.scope())
+    tile, ko, ki, warp = _warp_tiled_nest(sch, blk, block_tile, warp_tile, tile_k, 16, raster)
+    _stage_padded_tiles(sch, tile, ko, warps)
     frag_a, frag_b = (sch.cache_read(tile, idx, scopes[idx]) for idx in (0, 1))
     sch.compute_at(frag_a, ki)
     sch.compute_at(frag_b, ki)
     acc = sch.cache_write(tile, 0, scopes[2])
     sch.reverse_compute_at(acc, warp)
     sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
-
-    load_a, load_b, store = (split_tile(sch, copy, 16, 16) for copy in (frag_a, frag_b, acc))
-    if mma:  # "warp" buffers laid out as [tile, tile, 32 lanes, 8 registers], the order ldmatrix/mma.sync use
-        def lanes(r, c):
-            return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
-
-        sch.transform_layout(frag_a, ("write", 0), lanes)
-        sch.transform_layout(frag_b, ("write", 0), lanes)
-        sch.transform_layout(acc, ("read", 0), lanes)
-    sch.tensorize(load_a, intrins["load_a"])
-    sch.tensorize(load_b, intrins["load_b"])
-    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], intrins["init"])
-    sch.tensorize(store, intrins["store"])
-    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], intrins["compute"])
+    _tensorize_warp_tile(sch, block, (frag_a, frag_b, acc), 16, intrins,
+                         (_lanes_16x16, _lanes_16x16) if mma else None)
     pipeline(sch, ko, stages, async_copy, ki=ki if prefetch != "none" else None, next_tile=prefetch == "next_tile")
     padding.finish(sch, warps)
     return sch
@@ -178,6 +230,104 @@ def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128)
                         async_copy=async_copy, raster=raster, prefetch=prefetch, block=block)
 
 
+def _wgmma_dtype(sch: s_tir.Schedule, blk: s_tir.SBlockRV) -> str:
+    """The GEMM block's input dtype, ValueError unless wgmma takes it (float16 or int8)."""
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype not in wgmma.CHUNK_ELEMS:
+        raise ValueError(f"wgmma needs float16 or int8 inputs, got a {dtype} workload")
+    return dtype
+
+
+def _require_wgmma_tiles(mnk: tuple[int, int, int], dtype: str, *, block_tile: tuple[int, int], tile_k: int,
+                         stages: int, raster: int, layout: str, overlap: bool) -> int:
+    """The one-line checks of v8 (tiles divide the problem, whole warpgroups of 64 rows, at most one wgmma's N,
+    whole 32-byte k steps, the layout's row, the fetch even over the threads, the pipeline in shared memory);
+    returns the warps per block."""
+    (m, n, k), (bm, bn) = mnk, block_tile
+    elems = wgmma.CHUNK_ELEMS[dtype]  # per 16-byte copy
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, tile_k, param="tile_k", axis="k")
+    require_multiple(bm, 64, param="block_tile[0]")  # whole warpgroups of 64 rows
+    require_multiple(bn, 16, param="block_tile[1]")
+    max_n = wgmma.MAX_N_INT8 if dtype == "int8" else wgmma.MAX_N
+    if bn > max_n:
+        raise ValueError(f"block_tile[1]={bn}: one {dtype} wgmma covers at most N={max_n} columns")
+    require_multiple(tile_k, 2 * elems, param="tile_k")  # one wgmma k step: 32 bytes
+    if layout not in wgmma.LAYOUTS:
+        raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma.LAYOUTS))}")
+    if layout == "swizzle128" and tile_k != 8 * elems:
+        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds 128-byte rows of {8 * elems} {dtype} values, "
+                         f"so tile_k must be {8 * elems}")
+    require_positive_int(stages, param="stages")
+    if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
+        raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
+    require_divides(m // bm, raster, param="raster", axis="the block rows")
+    warps = bm // 16
+    require_threads(warps * WARP, param="block_tile[0]")
+    require_fetch(bm, tile_k, warps * WARP, elems, operand="A")
+    require_fetch(bn, tile_k, warps * WARP, elems, operand="B")
+    require_shared(stages * (bm + bn) * tile_k * 16 // elems, block_tile=block_tile, tile_k=tile_k, stages=stages)
+    return warps
+
+
+def _warpgroup_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, bn: int, tile_k: int, warps: int,
+                    raster: int) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.LoopRV]:
+    """v8's loop nest: each warp's 16 x ``bn`` x ``tile_k`` product blockized (``"<block>_o"``), ``warps`` of them
+    per block (threadIdx.y), blocks rasterized; returns (the product block, the k-tile loop, the warp loop)."""
+    i, j, kk = sch.get_loops(blk)
+    i, i16 = sch.split(i, factors=[None, 16])
+    bx, jn = sch.split(j, factors=[None, bn])
+    ko, kt = sch.split(kk, factors=[None, tile_k])
+    sch.reorder(i, bx, ko, i16, jn, kt)
+    tile = sch.blockize(i16)  # block "C_o": one warp's 16 x bn x tile_k product
+    by, warp = sch.split(i, factors=[None, warps])
+    sch.reorder(by, bx, warp, ko)
+    bind_blocks(sch, by, bx, raster)
+    sch.bind(warp, "threadIdx.y")
+    return tile, ko, warp
+
+
+def _stage_wgmma_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.LoopRV, dtype: str, layout: str,
+                       warps: int) -> None:
+    """A and B tiles of a k tile to shared memory in wgmma's ``layout`` (``intrinsics.wgmma``), 16-byte copies spread
+    over the block's threads in the order that layout's banks want."""
+    elems = wgmma.CHUNK_ELEMS[dtype]
+    places = (wgmma.int8_layout,) * 2 if dtype == "int8" else (wgmma.a_layout, wgmma.b_layout)
+    for idx, place in enumerate(places):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), functools.partial(place, layout),
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        r, r8 = sch.split(r, factors=[None, 8])
+        c, c8 = sch.split(c, factors=[None, elems])
+        if layout == "interleaved":  # consecutive threads fill consecutive 16 B rows of a core matrix
+            sch.reorder(r, c, r8, c8)
+            threads = sch.fuse(r, c, r8)
+        else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
+            threads = sch.fuse(r, r8, c)
+        _, ty, tx = sch.split(threads, factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(c8)
+
+
+def _register_accumulator(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.LoopRV,
+                          warp: s_tir.LoopRV) -> s_tir.SBlockRV:
+    """C accumulated in the registers wgmma writes ("local", laid out by ``wgmma.register_of``), stored after the
+    k loop, filled before it; returns the store block."""
+    acc = sch.cache_write(tile, 0, "local")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
+    # Each lane keeps the registers wgmma gives it: (16-column tile, register). The map drops the lane, so it is
+    # not injective over the warp's 16 rows, which TVM cannot check; it holds per thread, which is what "local"
+    # storage is, and every block touching these registers is tensorized with intrinsics written for it.
+    sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma.register_of(r, c),
+                         assume_injective_transform=True)
+    return acc
+
+
 def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 64,
                   stages: int = 3, raster: int = 1, layout: str = "swizzle128",
                   overlap: bool = False, block: str = "C") -> s_tir.Schedule:
@@ -202,87 +352,45 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     m, n, k: the padded tile stays in shared memory and the crop folds into the caller's epilogue
     (``Padding.fold_into_consumer``)."""
     blk, m, n, k = gemm_block(sch, block)
-    dtype = sch.get(blk).reads[0].source.dtype
-    if dtype not in wgmma.CHUNK_ELEMS:
-        raise ValueError(f"wgmma needs float16 or int8 inputs, got a {dtype} workload")
-    elems = wgmma.CHUNK_ELEMS[dtype]  # per 16-byte copy
+    dtype = _wgmma_dtype(sch, blk)
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     bm, bn = block_tile
     pads = c_scope != "global" or dtype == "float16"  # an int8 C in global memory (no caller) keeps its shape
-    mn = (m, n)
-    if pads:  # any m, n, k: checked as padded to the tiles
-        m, n, k = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS)
-    require_divides(m, bm, param="block_tile[0]", axis="m")
-    require_divides(n, bn, param="block_tile[1]", axis="n")
-    require_divides(k, tile_k, param="tile_k", axis="k")
-    require_multiple(bm, 64, param="block_tile[0]")  # whole warpgroups of 64 rows
-    require_multiple(bn, 16, param="block_tile[1]")
-    max_n = wgmma.MAX_N_INT8 if dtype == "int8" else wgmma.MAX_N
-    if bn > max_n:
-        raise ValueError(f"block_tile[1]={bn}: one {dtype} wgmma covers at most N={max_n} columns")
-    require_multiple(tile_k, 2 * elems, param="tile_k")  # one wgmma k step: 32 bytes
-    if layout not in wgmma.LAYOUTS:
-        raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma.LAYOUTS))}")
-    if layout == "swizzle128" and tile_k != 8 * elems:
-        raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds 128-byte rows of {8 * elems} {dtype} values, "
-                         f"so tile_k must be {8 * elems}")
-    require_positive_int(stages, param="stages")
-    if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
-        raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
-    require_divides(m // bm, raster, param="raster", axis="the block rows")
-    warps = bm // 16
-    require_threads(warps * WARP, param="block_tile[0]")
-    require_fetch(bm, tile_k, warps * WARP, elems, operand="A")
-    require_fetch(bn, tile_k, warps * WARP, elems, operand="B")
-    require_shared(stages * (bm + bn) * tile_k * 16 // elems, block_tile=block_tile, tile_k=tile_k, stages=stages)
-    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, mn) if pads else Padding()
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS) if pads else (m, n, k)  # checked as padded
+    warps = _require_wgmma_tiles(mnk, dtype, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster,
+                                 layout=layout, overlap=overlap)
+    padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
     blk = sch.get_sblock(block)
     c_scope = sch.get(blk).writes[0].source.scope()
-
-    i, j, kk = sch.get_loops(blk)
-    i, i16 = sch.split(i, factors=[None, 16])
-    bx, jn = sch.split(j, factors=[None, bn])
-    ko, kt = sch.split(kk, factors=[None, tile_k])
-    sch.reorder(i, bx, ko, i16, jn, kt)
-    tile = sch.blockize(i16)  # block "C_o": one warp's 16 x bn x tile_k product
-    by, warp = sch.split(i, factors=[None, warps])
-    sch.reorder(by, bx, warp, ko)
-    bind_blocks(sch, by, bx, raster)
-    sch.bind(warp, "threadIdx.y")
-    places = (wgmma.int8_layout,) * 2 if dtype == "int8" else (wgmma.a_layout, wgmma.b_layout)
-    for idx, place in enumerate(places):
-        sh = sch.cache_read(tile, idx, "shared.dyn")
-        sch.compute_at(sh, ko)
-        sch.transform_layout(sh, ("write", 0), functools.partial(place, layout),
-                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
-        r, c = sch.get_loops(sh)[-2:]
-        r, r8 = sch.split(r, factors=[None, 8])
-        c, c8 = sch.split(c, factors=[None, elems])
-        if layout == "interleaved":  # consecutive threads fill consecutive 16 B rows of a core matrix
-            sch.reorder(r, c, r8, c8)
-            threads = sch.fuse(r, c, r8)
-        else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
-            threads = sch.fuse(r, r8, c)
-        _, ty, tx = sch.split(threads, factors=[None, warps, WARP])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
-        sch.vectorize(c8)
-    acc = sch.cache_write(tile, 0, "local")
-    sch.reverse_compute_at(acc, warp)
-    sch.decompose_reduction(tile, ko)  # blocks "C_o_init" / "C_init"
-    # Each lane keeps the registers wgmma gives it: (16-column tile, register). The map drops the lane, so it is
-    # not injective over the warp's 16 rows, which TVM cannot check; it holds per thread, which is what "local"
-    # storage is, and every block touching these registers is tensorized with intrinsics written for it.
-    sch.transform_layout(acc, ("read", 0), lambda r, c: wgmma.register_of(r, c),
-                         assume_injective_transform=True)
+    tile, ko, warp = _warpgroup_nest(sch, blk, bn, tile_k, warps, raster)
+    _stage_wgmma_tiles(sch, tile, ko, dtype, layout, warps)
+    acc = _register_accumulator(sch, tile, ko, warp)
     names = wgmma.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0,
-                                      store_scope=c_scope, dtype=dtype)
+                               store_scope=c_scope, dtype=dtype)
     sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
     padding.finish(sch, warps)
     return sch
+
+
+def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV], ko: s_tir.LoopRV,
+                               warps: int) -> None:
+    """The int8 A and B shared tiles (``shared``, already read) copied per k tile in the swizzled layout of
+    ``intrinsics.mma_int8``, 16-byte copies spread over the block's threads panel by panel."""
+    for sh in shared:
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), mma_int8.swizzle,
+                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
+        r, c = sch.get_loops(sh)[-2:]
+        panel, c = sch.split(c, factors=[None, mma_int8.PANEL])
+        c, vec = sch.split(c, factors=[None, mma_int8.CHUNK])
+        sch.reorder(r, panel, c, vec)  # a phase of 8 threads fills 4 rows of one panel: 128 contiguous bytes
+        _, ty, tx = sch.split(sch.fuse(r, panel, c), factors=[None, warps, WARP])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
 
 
 def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -301,67 +409,26 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     if dtype != "int8":
         raise ValueError(f"the int8 mma kernel needs int8 inputs, got a {dtype} workload")
     c_scope = sch.get(blk).writes[0].source.scope()
-    (bm, bn), (wm, wn) = block_tile, warp_tile
-    chunk = mma_int8.CHUNK
+    bm, bn = block_tile
     pads = c_scope != "global"  # a caller's shared C (the convolution's epilogue) takes any m, n; C in global memory
     mnk = padded_extents(sch, block, (bm, bn, tile_k), _TILE_PARAMS) if pads else (m, n, k)
     warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster,
-                                k_step=mma_int8.PANEL, vector=chunk)
+                                k_step=mma_int8.PANEL, vector=mma_int8.CHUNK)
     require_shared(stages * (bm + bn) * tile_k, block_tile=block_tile, tile_k=tile_k, stages=stages)
     padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
     blk = sch.get_sblock(block)
     names = mma_int8.register()
-    from tvm.s_tir.tensor_intrin import cuda as tc
-
-    i, j, kk = sch.get_loops(blk)
-    i, i16 = sch.split(i, factors=[None, 16])
-    j, j16 = sch.split(j, factors=[None, 16])
-    kk, k32 = sch.split(kk, factors=[None, mma_int8.PANEL])
-    sch.reorder(i, j, kk, i16, j16, k32)
-    tile = sch.blockize(i16)  # one 16x16x32 product (two m16n8k32)
-    by, wy, wi = sch.split(i, factors=[None, bm // wm, wm // 16])
-    bx, wx, wj = sch.split(j, factors=[None, bn // wn, wn // 16])
-    ko, ki = sch.split(kk, factors=[None, tile_k // mma_int8.PANEL])
-    sch.reorder(by, bx, wy, wx, ko, ki, wi, wj)
-    bind_blocks(sch, by, bx, raster)
-    warp = sch.fuse(wy, wx)
-    sch.bind(warp, "threadIdx.y")
+    tile, ko, ki, warp = _warp_tiled_nest(sch, blk, block_tile, warp_tile, tile_k, mma_int8.PANEL, raster)
     shared = [sch.cache_read(tile, idx, "shared.dyn") for idx in (0, 1)]
     frag_a, frag_b = (sch.cache_read(tile, idx, "warp") for idx in (0, 1))  # 2-D, before the shared tiles' layout
     sch.compute_at(frag_a, ki)
     sch.compute_at(frag_b, ki)
-    for sh in shared:
-        sch.compute_at(sh, ko)
-        sch.transform_layout(sh, ("write", 0), mma_int8.swizzle,
-                             assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
-        r, c = sch.get_loops(sh)[-2:]
-        panel, c = sch.split(c, factors=[None, mma_int8.PANEL])
-        c, vec = sch.split(c, factors=[None, chunk])
-        sch.reorder(r, panel, c, vec)  # a phase of 8 threads fills 4 rows of one panel: 128 contiguous bytes
-        _, ty, tx = sch.split(sch.fuse(r, panel, c), factors=[None, warps, WARP])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
-        sch.vectorize(vec)
+    _stage_swizzled_int8_tiles(sch, shared, ko, warps)
     acc = sch.cache_write(tile, 0, "warp")
     sch.reverse_compute_at(acc, warp)
     sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
-
-    def operand_lanes(r, c):  # [row tile, k step, 32 lanes, 16 bytes]
-        return (r // 16, c // 32, *tc.shared_16x32_to_ldmatrix_32x16_layout(r % 16, c % 32))
-
-    def acc_lanes(r, c):
-        return (r // 16, c // 16, *tc.shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
-
-    load_a, load_b = (split_tile(sch, frag, 16, mma_int8.PANEL) for frag in (frag_a, frag_b))
-    store = split_tile(sch, acc, 16, 16)
-    sch.transform_layout(frag_a, ("write", 0), operand_lanes)
-    sch.transform_layout(frag_b, ("write", 0), operand_lanes)
-    sch.transform_layout(acc, ("read", 0), acc_lanes)
-    sch.tensorize(load_a, names["load_a"])
-    sch.tensorize(load_b, names["load_b"])
-    sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
-    sch.tensorize(store, names["store"][c_scope])
-    sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
+    _tensorize_warp_tile(sch, block, (frag_a, frag_b, acc), mma_int8.PANEL,
+                         {**names, "store": names["store"][c_scope]}, (_lanes_16x32, _lanes_16x16))
     pipeline(sch, ko, stages, async_copy=True)
     padding.finish(sch, warps)
     return sch

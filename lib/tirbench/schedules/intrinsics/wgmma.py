@@ -21,6 +21,9 @@ Shared-memory layouts (``LAYOUTS``; the PTX ISA's canonical layouts, in 8 x 8 "c
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from tvm import tirx
 from tvm.s_tir import TensorIntrin
 from tvm.script import tirx as T
@@ -114,56 +117,64 @@ def allow_integer_n256() -> None:
             object.__setattr__(slot, "choices", slot.choices + extra)
 
 
-def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
-                 dtype: str = "float16") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
-    """(desc, impl) of C[16, n] += A[16, tile_k] @ B for one warp: fp16 inputs with B[tile_k, n] (N-major) and fp32
-    accumulators, or (``dtype="int8"``) int8 inputs with B[n, tile_k] (K-major: wgmma takes 8-bit operands only
-    K-major) and int32 accumulators. A k step is 32 bytes of k either way (k16 halves, k32 bytes).
+class _Operand(NamedTuple):
+    """How one operand tile of a warp's share sits in shared memory for a wgmma descriptor: its buffer shape, the
+    leading and stride byte offsets (LBO, SBO), and the elements between consecutive k steps."""
 
-    ``overlap_stages`` (> 1: the pipeline depth): leave this tile's wgmma group running (``wait_group 1``: the
-    previous tile's group is done) and, first, wait for this tile's copies in a pipeline whose copies follow
-    the math in the loop body (TVM's own wait assumes they precede it and allows one group too many).
-    """
-    nt, e, int8 = n // 16, CHUNK_ELEMS[dtype], dtype == "int8"
-    k_step = 32 if int8 else 16  # elements of k per instruction: 32 bytes
+    shape: tuple[int, ...]
+    lbo: int
+    sbo: int
+    step: int
+
+
+def _operands(n: int, tile_k: int, layout: str, dtype: str) -> tuple[_Operand, _Operand]:
+    """(A, B) of C[16, n] += A[16, tile_k] @ B in ``layout``: A K-major; B N-major for float16, K-major for int8."""
+    e, int8 = CHUNK_ELEMS[dtype], dtype == "int8"
     if layout == "interleaved":
-        a_shape = (2, tile_k // e, 8, e)
-        a_lbo, a_sbo, a_step = CORE_BYTES, tile_k // e * CORE_BYTES, 2 * 8 * e  # step: two core matrices of k
+        a = _Operand((2, tile_k // e, 8, e), CORE_BYTES, tile_k // e * CORE_BYTES, 2 * 8 * e)  # two core matrices
         if int8:
-            b_shape, b_lbo, b_sbo, b_step = (n // 8, tile_k // e, 8, e), a_lbo, a_sbo, a_step
-        else:
-            b_shape = (tile_k // 8, n // 8, 8, 8)
-            b_lbo, b_sbo, b_step = n // 8 * CORE_BYTES, CORE_BYTES, 16 * n
-    else:  # swizzle128, tile_k = one 128-byte row: a k step moves 32 bytes along the rows
-        a_shape = (1, 16, 8, e)
-        a_lbo, a_sbo, a_step = 16, 8 * CORE_BYTES, k_step
-        if int8:
-            b_shape, b_lbo, b_sbo, b_step = (1, n, 8, e), a_lbo, a_sbo, a_step
-        else:  # 16 rows of k down B's 64-column panels
-            b_shape = (n // 64, tile_k, 8, 8)
-            b_lbo, b_sbo, b_step = tile_k * CORE_BYTES, 8 * CORE_BYTES, 16 * 64
+            return a, a._replace(shape=(n // 8, tile_k // e, 8, e))
+        return a, _Operand((tile_k // 8, n // 8, 8, 8), n // 8 * CORE_BYTES, CORE_BYTES, 16 * n)
+    # swizzle128, tile_k = one 128-byte row: a k step moves 32 bytes along the rows
+    a = _Operand((1, 16, 8, e), 16, 8 * CORE_BYTES, 32 if int8 else 16)
+    if int8:
+        return a, a._replace(shape=(1, n, 8, e))
+    # fp16 B: a k step is 16 rows of k down B's 64-column panels
+    return a, _Operand((n // 64, tile_k, 8, 8), tile_k * CORE_BYTES, 8 * CORE_BYTES, 16 * 64)
+
+
+def _issuer(n: int, tile_k: int, layout: str, dtype: str, a: _Operand,
+            b: _Operand) -> Callable[[tirx.Buffer, tirx.Buffer, tirx.Buffer, tirx.Var], tirx.PrimExpr]:
+    """``issue(A, B, C, kk)``: the ``wgmma.mma_async`` of k step kk (m64n``n``, 32 bytes of k) from the warpgroup's
+    first row (this warp's rows - 16 x its place), as the intrinsic's implementation calls it."""
+    nt, int8 = n // 16, dtype == "int8"
     warp_rows = 16 * tile_k  # elements of A one warp owns
-    acc = ACCUMULATOR[dtype]
     if int8 and n > 224:
         allow_integer_n256()
-    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k{k_step}")
+    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k{32 if int8 else 16}")
     mma = chain.s32.s8.s8 if int8 else chain.f32.f16.f16
 
-    a_at = int8_layout if int8 else a_layout
-
-    def b_at(vk, vj):
-        return int8_layout(layout, vj, vk) if int8 else b_layout(layout, vk, vj)
-
     def issue(A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer, kk: tirx.Var) -> tirx.PrimExpr:
-        """One m64n{n} k step kk, from the warpgroup's first row (this warp's rows - 16 x its place)."""
         place = tirx.floormod(tirx.floordiv(A.elem_offset, warp_rows), 4)
-        a_desc = _matrix_descriptor(A.access_ptr("r", offset=kk * a_step - place * warp_rows), a_lbo, a_sbo, layout)
-        b_desc = _matrix_descriptor(B.access_ptr("r", offset=kk * b_step), b_lbo, b_sbo, layout)
+        a_desc = _matrix_descriptor(A.access_ptr("r", offset=kk * a.step - place * warp_rows), a.lbo, a.sbo, layout)
+        b_desc = _matrix_descriptor(B.access_ptr("r", offset=kk * b.step), b.lbo, b.sbo, layout)
         if int8:  # integer wgmma: registers typed .u32 (the same bits), no scale or transpose immediates
             bits = T.decl_buffer((nt, 8), "uint32", data=C.data, scope="local")
             return mma(*[bits[t, r] for t in range(nt) for r in range(8)], a_desc, b_desc, True)
         regs = [C[t, r] for t in range(nt) for r in range(8)]
         return mma(*regs, a_desc, b_desc, True, 1, 1, 0, 1)
+
+    return issue
+
+
+def _wgmma_desc(n: int, tile_k: int, layout: str, dtype: str, a_shape: tuple[int, ...],
+                b_shape: tuple[int, ...]) -> tirx.PrimFunc:
+    """The computation ``tensorize`` matches: C[16, n] += A[16, tile_k] @ B, elements where ``layout`` puts them."""
+    nt, acc, int8 = n // 16, ACCUMULATOR[dtype], dtype == "int8"
+    a_at = int8_layout if int8 else a_layout
+
+    def b_at(vk, vj):
+        return int8_layout(layout, vj, vk) if int8 else b_layout(layout, vk, vj)
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -177,6 +188,16 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
                     tile, reg = T.meta_var(register_of(vi, vj))
                     C[tile, reg] = C[tile, reg] + T.Cast(acc, A[a_at(layout, vi, vk)]) * T.Cast(
                         acc, B[b_at(vk, vj)])
+
+    return desc
+
+
+def _wgmma_impl(n: int, tile_k: int, overlap_stages: int, dtype: str, a_shape: tuple[int, ...],
+                b_shape: tuple[int, ...], issue: Callable) -> tirx.PrimFunc:
+    """What ``tensorize`` puts in its place: fences, one ``issue`` per k step, commit, and the wait (see
+    ``wgmma_intrin`` for ``overlap_stages``)."""
+    nt, acc = n // 16, ACCUMULATOR[dtype]
+    k_step = 32 if dtype == "int8" else 16  # elements of k per instruction: 32 bytes
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -195,7 +216,23 @@ def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
                 T.ptx.wgmma.commit_group.sync.aligned()
                 T.ptx.wgmma.wait_group.sync.aligned(1 if overlap_stages > 1 else 0)
 
-    return desc, impl
+    return impl
+
+
+def wgmma_intrin(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
+                 dtype: str = "float16") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
+    """(desc, impl) of C[16, n] += A[16, tile_k] @ B for one warp: fp16 inputs with B[tile_k, n] (N-major) and fp32
+    accumulators, or (``dtype="int8"``) int8 inputs with B[n, tile_k] (K-major: wgmma takes 8-bit operands only
+    K-major) and int32 accumulators. A k step is 32 bytes of k either way (k16 halves, k32 bytes).
+
+    ``overlap_stages`` (> 1: the pipeline depth): leave this tile's wgmma group running (``wait_group 1``: the
+    previous tile's group is done) and, first, wait for this tile's copies in a pipeline whose copies follow
+    the math in the loop body (TVM's own wait assumes they precede it and allows one group too many).
+    """
+    a, b = _operands(n, tile_k, layout, dtype)
+    issue = _issuer(n, tile_k, layout, dtype, a, b)
+    return (_wgmma_desc(n, tile_k, layout, dtype, a.shape, b.shape),
+            _wgmma_impl(n, tile_k, overlap_stages, dtype, a.shape, b.shape, issue))
 
 
 def fill_intrin(n: int, acc: str = "float32") -> tuple[tirx.PrimFunc, tirx.PrimFunc]:

@@ -1,0 +1,207 @@
+"""Tune GEMM or conv2d workloads into their databases from the command line.
+
+    python -m tirbench.tuning gemm 1024 1024 1024 --dtype float32 --trials 256 --seconds 540
+    python -m tirbench.tuning conv2d 1 512 7 7 512 3 3 1 1 --layout NCHW --space template --trials 64
+    python -m tirbench.tuning conv2d 32 64 56 56 64 3 3 1 1  32 512 7 7 512 3 3 1 1 --layout NHWC \\
+        --dtype float16 --space wmma --trials 16 --chunk 16
+
+tunes (on a CUDA GPU) until the database has that many trials for each workload or the time is nearly up. The search
+space (``--space``) comes from the registry in ``tirbench.tuning.spaces``, each in its own database.
+
+``--setup tuned`` (the default) measures as the harness does, one launch per repeat with the L2 flushed before each
+(``tirbench.tuning.runners``), and builds with the trial-rate cuts (``tirbench.tuning.builders``); ``--setup stock`` is
+MetaSchedule's own builder and measurement. ``--rpc HOST:PORT:KEY`` measures on the RPC servers registered under KEY
+with that tracker (``tirbench.tuning.rpc.cluster`` starts a tracker and a server per GPU); the tracker, the key and
+the address are checked before any database is opened. Bad input, no GPU, no tracker: one line, exit status 2.
+Every run appends a row per tuned workload to a throughput file (``tirbench.tuning.throughput.path_for_run``).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, NoReturn
+
+from tvm.s_tir import meta_schedule as ms
+
+from tirbench.core.machine import cpu_target, require_cuda_gpu
+from tirbench.core.paths import project_root
+from tirbench.tuning import throughput
+from tirbench.tuning.builders import make_builder
+from tirbench.tuning.history import trials_done, tuning_history
+from tirbench.tuning.rpc import tracker
+from tirbench.tuning.runners import make_local_runner, make_rpc_runner
+from tirbench.tuning.spaces import SPACES, DesignSpace, get_space
+from tirbench.tuning.tune import tune, work_dir_for
+from tirbench.workloads import conv2d, gemm
+from tirbench.workloads.base import Workload
+
+#: The sizes each workload takes, in order.
+CLI_SIZES = {"gemm": ("M", "N", "K"), "conv2d": ("N", "C", "H", "W", "K", "R", "S", "STRIDE", "PAD")}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr (no usage block), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse ``type=``: ``kind`` of the text, refused unless above 0."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+        return value
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m tirbench.tuning", description=__doc__.splitlines()[0])
+    p.add_argument("workload", choices=list(CLI_SIZES))
+    p.add_argument("sizes", type=int, nargs="+", metavar="SIZE",
+                   help="; ".join(f"{name}: {' '.join(sizes)}" for name, sizes in CLI_SIZES.items())
+                   + " (several groups: tuned one after the other)")
+    p.add_argument("--dtype", default="float32",
+                   help="float32 (default) or float16 (tensor cores: fp16 inputs, fp32 accumulation)")
+    p.add_argument("--layout", default=None, help="conv2d only: NCHW (default), NHWC or HWCN")
+    p.add_argument("--trials", type=positive(int), required=True,
+                   help="tune until the database has this many trials (those already there count)")
+    p.add_argument("--chunk", type=positive(int), default=64,
+                   help="trials per call of MetaSchedule (default 64): progress and logs after each, and where "
+                        "a killed run resumes; keep it small where trials are slow and --seconds is set")
+    p.add_argument("--seconds", type=positive(float), default=None, help="stop before this many seconds have passed")
+    p.add_argument("--space", choices=list(SPACES), default="default",
+                   help="; ".join(f"{name}: {space.description}" for name, space in SPACES.items()))
+    p.add_argument("--setup", choices=throughput.SETUPS, default="tuned",
+                   help="tuned: measured as the harness measures (L2 flushed before each launch) with the trial-rate "
+                        "cuts; stock: MetaSchedule's own builder and measurement")
+    p.add_argument("--rpc", metavar="HOST:PORT:KEY", default=None,
+                   help="measure on the RPC servers registered under KEY with the tracker at HOST:PORT "
+                        "(MetaSchedule's RPCRunner; `python -m tirbench.tuning.rpc.cluster tune ...` starts them)")
+    p.add_argument("--target", choices=("cuda", "llvm"), default="cuda",
+                   help="llvm: tune for this CPU (tests, `rpc_cluster --llvm`): databases under build/tuning (or --db), "
+                        "with an _llvm suffix")
+    p.add_argument("--db", type=Path, default=None,
+                   help="put the databases under this directory instead of results/tuning (the throughput row "
+                        "then goes to build/tuning/throughput.csv)")
+    return p
+
+
+def cli_workloads(name: str, sizes: list[int], dtype: str, layout: str | None) -> list[Workload]:
+    """The workloads the CLI names: one per group of sizes (several groups tune one after the other in one process,
+    which starts TVM once); one-line ValueError for a size count that is no multiple of a group, or a layout GEMM
+    has not."""
+    names = CLI_SIZES[name]
+    if not sizes or len(sizes) % len(names):
+        raise ValueError(f"{name} takes groups of {len(names)} sizes ({' '.join(names)}), got {len(sizes)}")
+    if name == "gemm" and layout is not None:
+        raise ValueError(f"--layout={layout}: only conv2d has a layout")
+    groups = [sizes[i:i + len(names)] for i in range(0, len(sizes), len(names))]
+    if name == "gemm":
+        return [gemm(*group, dtype=dtype) for group in groups]
+    return [conv2d(*group, layout=layout or "NCHW", dtype=dtype) for group in groups]
+
+
+@dataclass
+class Run:
+    """What the workloads of one CLI run share; the builder and runner are made for the first that tunes."""
+
+    root: Path
+    space: DesignSpace
+    setup: str
+    target_kind: str
+    db: Path | None
+    address: tracker.RPCAddress | None
+    servers: int
+    deadline: float | None
+    run_id: str
+    gpu: str | None = None
+    builder: ms.builder.Builder | None = None
+    runner: ms.runner.Runner | None = None
+
+    def work_dir(self, wl: Workload) -> Path:
+        """``work_dir_for``, under ``db`` instead of ``results/tuning`` if given; a CPU tuning run's under
+        ``build/tuning`` by default, with ``_llvm`` appended so that it never mixes with a GPU database."""
+        wd = work_dir_for(self.root, wl, self.space)
+        llvm = self.target_kind == "llvm"
+        base = self.db or (self.root / "build" / "tuning" if llvm else None)
+        if base is not None:
+            wd = base / wd.relative_to(self.root / "results" / "tuning")
+        return wd.with_name(f"{wd.name}_llvm") if llvm else wd
+
+
+def start_run(a: argparse.Namespace) -> tuple[list[Workload], Run]:
+    """The workloads and the run's shared state; the tracker and its servers checked before any database opens."""
+    deadline = None if a.seconds is None else time.monotonic() + a.seconds
+    workloads = cli_workloads(a.workload, a.sizes, a.dtype, a.layout)
+    if a.target == "llvm" and a.space != "default":
+        raise ValueError(f"--target llvm tunes MetaSchedule's own rules only, not --space {a.space}")
+    address = tracker.parse_rpc(a.rpc) if a.rpc else None
+    servers = tracker.check(address) if address else 1
+    now = dt.datetime.now(dt.timezone.utc)
+    return workloads, Run(root=project_root(), space=get_space(a.space), setup=a.setup, target_kind=a.target,
+                          db=a.db, address=address, servers=servers, deadline=deadline,
+                          run_id=f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}")
+
+
+def make_tools(run: Run, wl: Workload) -> None:
+    """The run's builder and runner (once, for every workload: one dtype, one space), and the GPU they measure on."""
+    if run.target_kind == "llvm":
+        run.gpu = "cpu"
+    else:
+        run.gpu = require_cuda_gpu().device_name if run.address is None else tracker.remote_gpu_name(run.address)
+    t_builder = time.monotonic()
+    run.builder = make_builder(wl, run.space, run.setup)
+    t_runner = time.monotonic()
+    run.runner = (make_rpc_runner(run.setup, run.address, run.servers) if run.address
+                  else make_local_runner(run.setup))
+    print(f"[tuning] {run.setup} setup on {run.servers} x {run.gpu} ({'rpc' if run.address else 'local'} runner): "
+          f"builder made in {t_runner - t_builder:.1f} s, runner in {time.monotonic() - t_runner:.1f} s", flush=True)
+
+
+def tune_workload(run: Run, wl: Workload, trials: int, chunk: int) -> None:
+    """Tune ``wl`` up to ``trials`` (nothing, and one line, where its database has them) and record the run's
+    throughput (``throughput.path_for_run``)."""
+    work_dir = run.work_dir(wl)
+    t0, done = time.monotonic(), trials_done(work_dir)
+    if done >= trials:
+        print(f"[tuning] {wl.name} {wl.shape} {wl.dtype}: {done} trials recorded, budget {trials}: nothing to tune",
+              flush=True)
+        return
+    if run.builder is None:
+        make_tools(run, wl)
+    seconds = None if run.deadline is None else run.deadline - time.monotonic()
+    tune(wl, work_dir, trials=trials, chunk=chunk, seconds=seconds,
+         target=cpu_target() if run.target_kind == "llvm" else None, space=run.space, setup=run.setup,
+         builder=run.builder, runner=run.runner)
+    new, wall = trials_done(work_dir) - done, time.monotonic() - t0
+    if new > 0:
+        best = tuning_history(work_dir, wl.flops)["best_gflops"]
+        path = throughput.path_for_run(run.root, work_dir, gpu=run.target_kind == "cuda")
+        throughput.append_rows(path, [{
+            "run_id": run.run_id, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": run.gpu, "gpus": run.servers, "runner": "rpc" if run.address else "local", "setup": run.setup,
+            "workload": wl.name, "shape": wl.shape, "dtype": wl.dtype, "space": run.space.name, "trials": new,
+            "seconds": round(wall, 1), "trials_per_min": round(60 * new / wall, 2),
+            "best_gflops": round(float(best.iloc[-1]), 2)}])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    try:
+        workloads, run = start_run(a)
+        for wl in workloads:
+            tune_workload(run, wl, a.trials, a.chunk)
+    except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
+        p.exit(2, f"{p.prog}: error: {err}\n")
+    return 0

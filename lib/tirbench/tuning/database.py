@@ -1,0 +1,120 @@
+"""A MetaSchedule JSON database in its work directory: open it (a record cut short by a killed run dropped first),
+compact its records, read them in the order they were measured, and replay its best schedule.
+
+MetaSchedule appends one JSON line per workload (``database_workload.json``) and per measured trial
+(``database_tuning_record.json``: ``[workload, [trace, run_secs, target, args]]``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
+
+from tirbench.core.atomic import write_atomic
+from tirbench.core.machine import cuda_target
+from tirbench.schedules.intrinsics.registry import import_tensor_intrin
+from tirbench.tuning.spaces import uses_tensor_cores
+from tirbench.workloads.base import Workload
+
+#: The files of a MetaSchedule JSON database.
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+#: The file of measured trials, one JSON line each.
+RECORD_FILE = "database_tuning_record.json"
+
+
+def open_database(work_dir: Path) -> ms.database.JSONDatabase:
+    """The JSON database in ``work_dir`` (made if missing; a cut-off last record dropped first, see
+    ``repair_database``). A tensor-core database (``work_dir_for`` names it ``float16_...`` / ``int8_...``) has
+    records that name tensor intrinsics, which must be registered to read it."""
+    if work_dir.name.startswith(("float16_", "int8_")):
+        import_tensor_intrin()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    repair_database(work_dir)
+    return ms.database.JSONDatabase(work_dir=str(work_dir))
+
+
+def json_lines(path: Path) -> list[str]:
+    """The complete JSON lines of a database file, in order. A last line that does not parse is a write cut short
+    (a killed run) and is left out; a bad line before it is a one-line RuntimeError (the file is damaged)."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                return lines[:-1]
+            raise RuntimeError(f"{path}: line {i + 1} of {len(lines)} is not JSON: the database is damaged, not "
+                               "just cut short; move it aside") from None
+    return lines
+
+
+def record_lines(work_dir: Path) -> list[str]:
+    """The database's complete tuning records, one JSON line each, in the order they were measured."""
+    return json_lines(work_dir / RECORD_FILE)
+
+
+def run_seconds(line: str) -> float | None:
+    """A record's mean measured run time in seconds; None for a trial that failed to build or run."""
+    secs = [float(s) for s in json.loads(line)[1][1] or []]
+    ok = bool(secs) and all(np.isfinite(secs)) and min(secs) < 1e9
+    return float(np.mean(secs)) if ok else None
+
+
+def repair_database(work_dir: Path) -> int:
+    """Rewrite (atomically) a database file whose last line was cut short by a killed run, keeping every complete
+    line: MetaSchedule cannot read such a file and would append its next record to the broken line. Returns the
+    number of lines dropped; a whole database is not touched."""
+    dropped = 0
+    for name in DATABASE_FILES:
+        path = work_dir / name
+        if not path.exists():
+            continue
+        text = path.read_text()
+        lines = json_lines(path)
+        whole = "".join(f"{line}\n" for line in lines)
+        if text != whole:
+            dropped += len([line for line in text.splitlines() if line.strip()]) - len(lines)
+            write_atomic(path, whole.encode())
+            print(f"[tuning] {path}: dropped a cut-off last line (a run killed while writing); kept {len(lines)}")
+    return dropped
+
+
+def _compact_embedded(value: object) -> object:
+    """``value`` (a decoded record) with every string that holds a JSON object re-encoded without indentation."""
+    if isinstance(value, list):
+        return [_compact_embedded(v) for v in value]
+    if isinstance(value, str) and value.startswith("{\n"):
+        try:
+            return json.dumps(json.loads(value), separators=(",", ":"))
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def compact_database(work_dir: Path) -> int:
+    """Rewrite (atomically) the tuning records with the objects their traces embed as JSON text (index maps of
+    ``TransformLayout``, with spans) re-encoded compactly: MetaSchedule writes them indented, over half of a
+    tensor-core record. Same records, same order, same meaning. Returns the bytes saved."""
+    path = work_dir / RECORD_FILE
+    if not path.exists():
+        return 0
+    compact = "".join(json.dumps(_compact_embedded(json.loads(line)), separators=(",", ":")) + "\n"
+                      for line in json_lines(path))
+    saved = path.stat().st_size - len(compact.encode())
+    if saved > 0:
+        write_atomic(path, compact.encode())
+    return max(saved, 0)
+
+
+def best_schedule(db: ms.database.Database, wl: Workload, target: tvm.target.Target | None = None) -> s_tir.Schedule:
+    """The best tuned schedule of ``wl`` in ``db``; one-line error if the database has none."""
+    if uses_tensor_cores(wl):
+        import_tensor_intrin()  # the tuned trace names tensor intrinsics
+    sch = ms.tir_integration.compile_tir(db, wl.mod["main"], target or cuda_target())
+    if sch is None:
+        raise RuntimeError(f"no tuned schedule for {wl.name} {wl.dtype} {wl.shape} in the database: tune first")
+    return sch

@@ -1,0 +1,127 @@
+"""``make run-all`` (tirbench.report.run_all): a parameter no selected notebook declares stops it before anything runs;
+a notebook's rows, figures, executed copy and report move into place together, only when it ran to its end; its
+kernels run without the TCP warning; the reports share their stylesheet and embed palette PNGs."""
+import base64
+import io
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+from test_results import row
+
+from tirbench.bench import results
+from tirbench.report import run_all
+
+ROOT = Path(__file__).resolve().parents[1]
+NB04 = ROOT / "notebooks" / "04_conv2d.ipynb"
+
+
+@pytest.fixture
+def no_run(monkeypatch):
+    """run_all.run_all replaced: records that it was called instead of running anything."""
+    calls = []
+    monkeypatch.setattr(run_all, "run_all", lambda notebooks, params, root: calls.append(params) or [])
+    return calls
+
+
+@pytest.mark.parametrize("name, value, hint", [("repeat", "5", " (did you mean 'repeats'?)"), ("layout", "NCWH", "")])
+def test_a_parameter_no_notebook_declares_stops_before_anything_runs(name, value, hint, no_run, capsys):
+    assert run_all.main(["-p", "quick", "True", "-p", name, value, str(NB04)]) == 2
+    out = capsys.readouterr()
+    assert out.err == (f"run-all: unknown parameter '{name}'{hint}: no selected notebook (04_conv2d) declares it; "
+                       f"nothing was run\n")
+    assert no_run == []
+
+
+@pytest.mark.skipif(run_all.has_cuda_gpu(), reason="checks the no-GPU behaviour")
+def test_tune_now_without_a_gpu_says_nothing_will_be_tuned(no_run, capsys):
+    assert run_all.main(["-p", "tune_now", "True", str(NB04)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == ("[run-all] tune_now=True, but no CUDA GPU here: nothing will "
+                                                       "be tuned (the notebooks replay the recorded databases)")
+    assert no_run == [{"tune_now": True}]
+
+
+def synthetic_notebook(path: Path, fail: bool) -> None:
+    """A notebook that commits a fake GPU run's rows, saves a figure, then (``fail``) fails in its last cell."""
+    rows = [row(run_id="new", notebook=path.stem, variant=f"v{i}") for i in range(2)]
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("fail = False")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\n"
+        "from tirbench.bench.plots import save_figure\n"
+        "from tirbench.bench.session import Session\n"
+        f"session = Session({path.stem!r})\n"
+        f"session.gpu, session.rows = True, lambda: {rows!r}   # a GPU run, faked\n"
+        "session.commit()\n"
+        "fig, ax = plt.subplots()\n"
+        "ax.plot([1, 2, 3])\n"
+        "save_figure(fig, session.figure_path('plot.png'))"),
+        nbformat.v4.new_code_cell(f"if {fail}:\n    raise RuntimeError('the last cell fails')")]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def test_rows_figures_executed_copy_and_report_move_in_only_when_the_notebook_succeeds(tmp_path, monkeypatch,
+                                                                                         capfd):
+    root = tmp_path
+    (root / "pyproject.toml").write_text("")
+    ok, failing = root / "notebooks" / "98_ok.ipynb", root / "notebooks" / "99_fails.ipynb"
+    synthetic_notebook(ok, fail=False)
+    synthetic_notebook(failing, fail=True)
+    old_rows = root / "results" / "99_fails" / "results.csv"
+    results.append_rows(old_rows, [row(run_id="old", notebook="99_fails")])
+    before = old_rows.read_bytes()
+    out = run_all.output_dir(root)
+    for path in (out / "executed" / failing.name, out / "reports" / "99_fails.html"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("an earlier run")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("TIRBENCH_ROOT", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "Agg")   # run_all sets it for its kernels: restored afterwards
+    assert run_all.main([str(ok), str(failing)]) == 1
+    log = capfd.readouterr()
+    assert old_rows.read_bytes() == before   # the failing notebook: nothing moved in
+    assert not (out / "99_fails" / "plot.png").exists()
+    assert (out / "executed" / failing.name).read_text() == "an earlier run"
+    assert (out / "reports" / "99_fails.html").read_text() == "an earlier run"
+    staged = root / "build" / "run-all" / "99_fails" / "staged" / "99_fails"
+    assert {p.name for p in staged.iterdir()} == {"results.csv", "plot.png"}   # kept, to read
+    assert f"what it staged is in {staged.parent}" in log.out
+    new_rows = results.read_results(root / "results" / "98_ok" / "results.csv")   # the one that succeeded
+    assert list(new_rows["variant"]) == ["v0", "v1"] and new_rows["verified"].all()
+    assert (out / "98_ok" / "plot.png").exists() and (out / "executed" / ok.name).exists()
+    assert (out / "reports" / "98_ok.html").exists()
+    assert "98_ok: moved in 2 rows (results/98_ok/results.csv), 1 figure, the executed copy and the report" in log.out
+    assert not (root / "build" / "run-all" / "98_ok").exists()
+    assert "without encryption" not in log.out + log.err   # the kernels ran over IPC
+
+
+def test_reports_share_one_stylesheet_and_embed_palette_pngs(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    fig = Figure(figsize=(9, 5))
+    ax = fig.subplots()
+    for i in range(4):
+        ax.plot(range(10), [v ** (1 + i / 4) for v in range(10)], marker="o", label=f"line {i}")
+    ax.legend()
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    nb.cells = [nbformat.v4.new_code_cell("plot()", outputs=[nbformat.v4.new_output(
+        "display_data", data={"image/png": base64.b64encode(png.getvalue()).decode(), "text/plain": "<Figure>"})])]
+    executed = tmp_path / "a.ipynb"
+    nbformat.write(nb, executed)
+    run_all.shrink_images(executed)
+    data = nbformat.read(executed, as_version=4).cells[0].outputs[0].data["image/png"]
+    assert Image.open(io.BytesIO(base64.b64decode(data))).mode == "P"
+    reports = tmp_path / "reports"
+    body = run_all.render_report(executed, reports)
+    head = body[:body.index("</head>")]
+    assert "<style" not in head and '<link href="report.css" rel="stylesheet"/>' in head
+    assert (reports / "report.css").stat().st_size > 100_000 and len(body) < 40_000
+    assert len(re.findall("data:image/png", body)) == 1
+    assert os.path.getsize(executed) < len(png.getvalue()) * 4 / 3

@@ -1,0 +1,54 @@
+"""``replay``, the one call the notebooks make per database: None and one line without a database; the best schedule
+and the trials with one; a measurement only where a CUDA GPU ran it. A tiny GEMM tuned on llvm for a few trials."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tirbench.core.machine import cpu_target
+from tirbench.tuning.builders import make_builder
+from tirbench.tuning.history import trials_done
+from tirbench.tuning.replay import Replay, replay
+from tirbench.tuning.runners import make_local_runner
+from tirbench.tuning.spaces import get_space
+from tirbench.tuning.tune import tune, work_dir_for
+from tirbench.workloads import gemm
+
+WL = gemm(32, 32, 32)
+TRIALS = 4
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    """A project root whose default-space database of ``WL`` holds ``TRIALS`` llvm trials."""
+    root = tmp_path_factory.mktemp("root")
+    tune(WL, work_dir_for(root, WL), trials=TRIALS, chunk=TRIALS, target=cpu_target(), builder=make_builder(WL),
+         runner=make_local_runner("tuned"))
+    assert trials_done(work_dir_for(root, WL)) == TRIALS
+    return root
+
+
+def test_no_database_is_one_line_and_none(tmp_path, capsys):
+    assert replay(WL, "default", variant="metaschedule_float32", root=tmp_path, target=cpu_target()) is None
+    assert capsys.readouterr().out == ("metaschedule_float32 32x32x32: no tuning database yet "
+                                       "(results/tuning/gemm/float32_32x32x32)\n")
+
+
+def test_tune_now_without_a_gpu_tunes_nothing(tmp_path, capsys):
+    assert replay(WL, "default", variant="v", root=tmp_path, target=cpu_target(), trials=4, tune_now=True) is None
+    assert trials_done(work_dir_for(tmp_path, WL)) == 0
+
+
+def test_replay_gives_the_best_schedule_and_the_trials_without_a_measurement(tuned, capsys):
+    r = replay(WL, get_space("default"), variant="metaschedule_float32", root=tuned, target=cpu_target())
+    assert isinstance(r, Replay) and r.trials == TRIALS and r.space is get_space("default")
+    assert r.work_dir == work_dir_for(tuned, WL) and r.measurement is None   # no CUDA GPU: nothing timed
+    assert "sample_perfect_tile" in str(r.schedule.trace)
+    assert capsys.readouterr().out == (f"metaschedule_float32 32x32x32: best of {TRIALS} trials from "
+                                       "results/tuning/gemm/float32_32x32x32\n")
+
+
+def test_replay_takes_a_space_name_and_a_copied_database(tuned, tmp_path):
+    shutil.copytree(tuned / "results", tmp_path / "results")
+    r = replay(WL, "default", variant="v", root=tmp_path, target=cpu_target())
+    assert r is not None and r.trials == TRIALS and r.schedule.mod.script()
