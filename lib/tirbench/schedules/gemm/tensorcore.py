@@ -151,10 +151,10 @@ def _fp16_intrins(mma: bool, c_scope: str) -> tuple[dict[str, str], tuple[str, s
     from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
 
     if mma:
-        return dict(load_a=tc.LDMATRIX_f16_A_DYN_INTRIN, load_b=tc.LDMATRIX_f16_B_DYN_INTRIN,
-                    compute=tc.MMA_f16f16f32_INTRIN, init=tc.MMA_fill_16x16_f32_INTRIN,
-                    store={"global": tc.MMA_store_16x16_f32_global_INTRIN,
-                           "shared.dyn": tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE}[c_scope]), ("warp",) * 3
+        store = {"global": tc.MMA_store_16x16_f32_global_INTRIN,
+                 "shared.dyn": tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE}[c_scope]
+        return {"load_a": tc.LDMATRIX_f16_A_DYN_INTRIN, "load_b": tc.LDMATRIX_f16_B_DYN_INTRIN,
+                "compute": tc.MMA_f16f16f32_INTRIN, "init": tc.MMA_fill_16x16_f32_INTRIN, "store": store}, ("warp",) * 3
     intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope=c_scope, in_dtype="float16",
                                        out_dtype="float32", trans_b=False)
     return intrins, ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
