@@ -5,6 +5,9 @@
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
 #                and one server per GPU (CUDA_VISIBLE_DEVICES), stopped afterwards, also on Ctrl-C;
 #                CLUSTER="--port 9190 --key h100 --min-servers 4" passes options to tirbench.tuning.rpc.cluster
+# make tuning-databases DEST=build/tuning-databases   the full tuning databases (git keeps the 32 fastest records
+#                of each and its history) from results/tuning/databases.tar.xz; DEST=results/tuning replaces the
+#                trimmed ones (refused where one has trials the archive lacks)
 # Both create the environment on first use: .venv from requirements.txt (plus requirements-gpu.txt where
 # nvidia-smi sees a GPU); on the GPU host that has the offline kit (/opt/gpukit) the system Python is used.
 SHELL := /bin/bash
@@ -26,8 +29,10 @@ PARAMS ?=
 # Options of tirbench.tuning.rpc.cluster (before its `tune` command) and the tuning CLI's arguments.
 CLUSTER ?=
 TUNE ?=
+# Where `make tuning-databases` puts the full tuning databases.
+DEST ?= build/tuning-databases
 
-.PHONY: run-all test lab readme clean-cpu-run tune-rpc
+.PHONY: run-all test lab readme clean-cpu-run tune-rpc tuning-databases
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 run-all: $(SETUP)
 	@status=0; $(PY) -m tirbench.report.run_all -p quick $(QUICK) $(PARAMS) $(NOTEBOOKS) || status=$$?; \
@@ -44,6 +49,9 @@ lab: $(SETUP)
 
 tune-rpc: $(SETUP)
 	$(PY) -m tirbench.tuning.rpc.cluster $(CLUSTER) tune $(TUNE)
+
+tuning-databases: $(SETUP)
+	$(PY) -m tirbench.tuning.archive unpack $(DEST)
 
 .venv/.installed: requirements.txt requirements-gpu.txt pyproject.toml
 	python3 -m venv .venv
