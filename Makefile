@@ -10,6 +10,9 @@
 # nvidia-smi sees a GPU). PY=python3 (any interpreter), or VENV=0 (python3), uses the environment that is already
 # active (a container, conda, a cluster module) as it is: nothing is installed into it but this project
 # (pip install --no-deps -e .), and that only if it cannot `import tirbench`.
+# make tuning-databases DEST=build/tuning-databases   the full tuning databases (git keeps the 32 fastest records
+#                of each and its history) from results/tuning/databases.tar.xz; DEST=results/tuning replaces the
+#                trimmed ones (refused where one has trials the archive lacks)
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 
@@ -34,8 +37,10 @@ LAB_ARGS ?=
 # Options of tirbench.tuning.rpc.cluster (before its `tune` command) and the tuning CLI's arguments.
 CLUSTER ?=
 TUNE ?=
+# Where `make tuning-databases` puts the full tuning databases.
+DEST ?= build/tuning-databases
 
-.PHONY: run-all test lab readme clean-cpu-run tune-rpc active-env
+.PHONY: run-all test lab readme clean-cpu-run tune-rpc active-env tuning-databases
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 run-all: $(SETUP)
 	@status=0; $(PY) -m tirbench.report.run_all $(if $(filter-out False,$(QUICK)),-p quick $(QUICK)) $(PARAMS) \
@@ -53,6 +58,9 @@ lab: $(SETUP)
 
 tune-rpc: $(SETUP)
 	$(PY) -m tirbench.tuning.rpc.cluster $(CLUSTER) tune $(TUNE)
+
+tuning-databases: $(SETUP)
+	$(PY) -m tirbench.tuning.archive unpack $(DEST)
 
 .venv/.installed: requirements.txt requirements-gpu.txt pyproject.toml
 	python3 -m venv .venv

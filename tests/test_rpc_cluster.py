@@ -76,3 +76,13 @@ def test_gpus_follow_cuda_visible_devices(monkeypatch):
     assert visible_gpus() == ["2", "5"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpus() == []
+
+
+def test_tune_help_prints_the_help_without_a_gpu(monkeypatch, capsys):
+    from tirbench.tuning.rpc.cluster import main
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # no GPU visible: the help needs none
+    assert main(["tune", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m tirbench.tuning.rpc.cluster tune")
+    assert "usage: python -m tirbench.tuning " in out and "--trials TRIALS" in out

@@ -18,7 +18,7 @@ from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
 from tirbench.core.build import build_with_config
 from tirbench.tuning.cli import cli_workloads, main
 from tirbench.tuning.database import best_schedule, open_database
-from tirbench.tuning.history import trials_done, tuner_vs_harness, tuning_history, where_it_flattens
+from tirbench.tuning.history import HISTORY_FILE, trials_done, tuner_vs_harness, tuning_history, where_it_flattens
 from tirbench.tuning.spaces import SPACES, V5_SPACE_VARIANTS, get_space, v5_space
 from tirbench.tuning.tune import space_target, tune, tuned_pass_config, work_dir_for
 from tirbench.workloads import conv2d, gemm
@@ -47,7 +47,9 @@ def test_history_is_a_running_best(work_dir):
 
 
 def test_history_keeps_the_tuning_order(work_dir):
-    """The first trial of the record file comes first, whatever its speed (the database API sorts by speed)."""
+    """Without a history file, the first trial of the record file comes first, whatever its speed (the database API
+    sorts by speed)."""
+    (work_dir / HISTORY_FILE).unlink()
     path = work_dir / "database_tuning_record.json"
     lines = path.read_text().splitlines()
     slow = int(tuning_history(work_dir, WL.flops)["gflops"].to_numpy().argmin())
@@ -249,3 +251,35 @@ def test_cli_budget_already_reached_says_so_and_touches_nothing(tmp_path, capsys
     assert capsys.readouterr().out.strip() == (f"[tuning] gemm 1024x1024x1024 float32: {done} trials recorded, "
                                                f"budget {done}: nothing to tune")
     assert sorted((p.name, p.stat().st_mtime_ns) for p in db.rglob("*")) == before
+
+
+@pytest.mark.parametrize("option, value", [("--trials", "0"), ("--trials", "-5"), ("--chunk", "0"), ("--chunk", "-3"),
+                                           ("--seconds", "-1"), ("--seconds", "0"), ("--trials", "many")])
+def test_cli_budget_that_is_not_positive_is_one_line_and_status_2(option, value, capsys):
+    argv = ["gemm", "64", "64", "64", "--target", "llvm", "--trials", "4", option, value]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err.splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1
+    assert err[0].endswith(f"error: argument {option}: expected a positive "
+                           f"{'float' if option == '--seconds' else 'int'}, got '{value}'")
+
+
+def test_cli_help_explains_dtype_trials_and_chunk(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert exit_info.value.code == 0
+    assert "--dtype DTYPE float32 (default) or float16" in out
+    assert "--trials TRIALS tune until the database has this many trials" in out
+    assert "--chunk CHUNK trials per call of MetaSchedule" in out
+
+
+def test_only_a_gpu_run_into_results_appends_to_the_recorded_throughput(tmp_path):
+    from tirbench.tuning import throughput
+
+    recorded, scratch = throughput.path_for(tmp_path), tmp_path / "build" / "tuning" / "throughput.csv"
+    in_results = tmp_path / "results" / "tuning" / "gemm" / "float32_64x64x64"
+    assert throughput.path_for_run(tmp_path, in_results, gpu=True) == recorded
+    assert throughput.path_for_run(tmp_path, in_results, gpu=False) == scratch
+    assert throughput.path_for_run(tmp_path, tmp_path / "x" / "gemm" / "float32_64x64x64", gpu=True) == scratch

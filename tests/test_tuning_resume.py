@@ -17,7 +17,7 @@ import pytest
 
 from tirbench.core.machine import has_cuda_gpu
 from tirbench.tuning.database import open_database, repair_database
-from tirbench.tuning.history import trials_done, tuning_history
+from tirbench.tuning.history import HISTORY_FILE, trials_done, tuning_history
 import tirbench.tuning.tune as tune_module
 from tirbench.tuning.logs import CHUNK_LOG, tuning_chunks
 from tirbench.tuning.tune import tune, work_dir_for
@@ -31,7 +31,8 @@ pytestmark = pytest.mark.skipif(trials_done(RECORDED) == 0, reason="no recorded 
 
 @pytest.fixture
 def work_dir(tmp_path):
-    shutil.copytree(RECORDED, tmp_path / "db", ignore=shutil.ignore_patterns("logs"))
+    """The recorded database as one tuned before ``tuning_history.csv`` existed: its trials are its records."""
+    shutil.copytree(RECORDED, tmp_path / "db", ignore=shutil.ignore_patterns("logs", HISTORY_FILE))
     return tmp_path / "db"
 
 
@@ -124,6 +125,9 @@ def test_each_chunk_prints_progress_and_logs_its_wall_time(work_dir, monkeypatch
     chunks = tuning_chunks(work_dir)
     assert list(chunks["trials"]) == [start + 4, start + 8, start + 10] and list(chunks["new_trials"]) == [4, 4, 2]
     assert (chunks["wall_s"] > 0).all() and (chunks["s_per_trial"] > 0).all()
+    history = (work_dir / HISTORY_FILE).read_text().splitlines()   # written as the chunks went
+    assert len(history) == 1 + start + 10 and [int(row.split(",")[3]) for row in history[1:]] == \
+        [0] * start + [1] * 4 + [2] * 4 + [3] * 2
     log = work_dir / CHUNK_LOG
     log.write_text(log.read_text() + "2026-01-01T00:00:00+00:00,9")   # a row cut short by a kill
     assert len(tuning_chunks(work_dir)) == 3

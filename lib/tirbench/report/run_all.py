@@ -162,7 +162,7 @@ def execute(nb: Path, out: Path, scratch: Path, root: Path, params: dict[str, ob
     executed.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(tmp, executed)
     write_atomic(out / "reports" / f"{nb.stem}.html", body.encode())
-    shutil.rmtree(scratch / nb.stem)
+    shutil.rmtree(scratch / nb.stem, ignore_errors=True)
     return moved + ["the executed copy and the report"]
 
 

@@ -180,10 +180,18 @@ def _tune(cluster: Cluster, tuning_args: list[str], llvm: bool) -> int:
         return 130
 
 
+def _print_tune_help(tune_parser: argparse.ArgumentParser) -> None:
+    """``tune --help``: its usage, then the tuning CLI's arguments it passes on (no GPU or server needed)."""
+    from tirbench.tuning.cli import build_parser
+
+    print(tune_parser.format_help())
+    build_parser().print_help()
+
+
 def main(argv: list[str] | None = None) -> int:
     from tirbench.core.paths import project_root
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tirbench.tuning.rpc.cluster", description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="the tracker's port")
     p.add_argument("--key", default=DEFAULT_KEY, help="the key the servers register under")
     p.add_argument("--host", default="0.0.0.0", help="the address the tracker and servers listen on")
@@ -193,10 +201,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="wait until the tracker lists this many servers (other hosts joining) before tuning")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="start, print how to tune and join, wait for Ctrl-C / SIGTERM, stop")
-    t = sub.add_parser("tune", help="start, run `python -m tirbench.tuning ARGS --rpc ...`, stop",
-                       prefix_chars="+")  # every argument after `tune` goes to the tuning CLI unchanged
-    t.add_argument("args", nargs=argparse.REMAINDER)
+    t = sub.add_parser("tune", help="start, run `python -m tirbench.tuning ARGS --rpc ...`, stop", add_help=False,
+                       prefix_chars="+", description="Start the tracker and servers, run the tuning CLI with ARGS "
+                       "and --rpc to them, stop them.")  # every argument after `tune` goes to the tuning CLI
+    t.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the tuning CLI's arguments (below)")
     a = p.parse_args(argv)
+    if a.command == "tune" and {"-h", "--help"} & set(a.args):
+        _print_tune_help(t)
+        return 0
     signal.signal(signal.SIGTERM, _raise_interrupt)
     if a.llvm and not a.servers:
         p.error("--llvm needs --servers N")
