@@ -38,7 +38,8 @@ def test_bad_parameter_stops_the_first_cell_with_one_line(tmp_path, params, mess
 def assert_stopped_in_first_cell(executed: Path, message: str) -> None:
     cells = [c for c in nbformat.read(executed, as_version=4).cells if c.cell_type == "code"]
     tags = [c.metadata.get("tags", []) for c in cells]
-    first = next(i for i, t in enumerate(tags) if "injected-parameters" in t) + 1
+    params = next(i for i, t in enumerate(tags) if "injected-parameters" in t)
+    first = next(i for i in range(params + 1, len(cells)) if cells[i].outputs)   # the setup cells print nothing
     assert [o.output_type for o in cells[first].outputs] == ["error"]   # the first output of the notebook
     assert cells[first].outputs[0].traceback == [f"ParameterError: {message}"]
     assert all(c.execution_count is None for c in cells[first + 1:])   # nothing after it ran
