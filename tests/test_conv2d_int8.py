@@ -240,3 +240,16 @@ def test_int8_records_refuse_a_layer_no_k_tile_divides_in_one_line():
     assert takers(conv2d_int8(2, 32, 8, 8, 64)) == []
     reason = refusal(lambda: INT8_WGMMA.apply(conv2d_int8(2, 32, 8, 8, 64)))
     assert "does not divide c (input channels)=32" in reason and "\n" not in reason
+
+
+def test_int8_n256_tiles_build_in_the_sweeps_worker_processes():
+    """``build_all``'s workers generate the int8 128x256 wgmma kernel (N = 256 is added to TVM's PTX table per process:
+    the GPU run of 2026-11-24 rejected these candidates with 'invalid codegen modifier m64n256k32')."""
+    from tirbench.bench.harness import build_all
+    from tirbench.schedules.conv.records import INT8_WGMMA
+
+    wl = conv2d_int8(256, 256, 14, 14, 512, relu=True, residual=True)
+    built = build_all([INT8_WGMMA.apply(wl, INT8_WGMMA.candidates[0])],
+                      tvm.target.Target("nvidia/nvidia-h100", host="llvm"), dict(INT8_WGMMA.pass_config))
+    # without a CUDA runtime (CI) the module is built and then cannot be loaded: only codegen must not fail
+    assert "invalid codegen modifier" not in str(built[0]), built[0]
