@@ -18,6 +18,7 @@ from tirbench.report import run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 NB04 = ROOT / "notebooks" / "04_conv2d.ipynb"
+NB05 = ROOT / "notebooks" / "05_conv2d_batch1.ipynb"   # declares tune_now
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_a_parameter_no_notebook_declares_stops_before_anything_runs(name, value
 
 @pytest.mark.skipif(run_all.has_cuda_gpu(), reason="checks the no-GPU behaviour")
 def test_tune_now_without_a_gpu_says_nothing_will_be_tuned(no_run, capsys):
-    assert run_all.main(["-p", "tune_now", "True", str(NB04)]) == 0
+    assert run_all.main(["-p", "tune_now", "True", str(NB05)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == ("[run-all] tune_now=True, but no CUDA GPU here: nothing will "
                                                        "be tuned (the notebooks replay the recorded databases)")
     assert no_run == [{"tune_now": True}]
