@@ -15,6 +15,7 @@ from test_results import row
 
 from tirbench.bench import results
 from tirbench.report import run_all
+from tirbench.report.compact import compact_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NB04 = ROOT / "notebooks" / "04_conv2d.ipynb"
@@ -116,7 +117,7 @@ def test_reports_share_one_stylesheet_and_embed_palette_pngs(tmp_path):
         "display_data", data={"image/png": base64.b64encode(png.getvalue()).decode(), "text/plain": "<Figure>"})])]
     executed = tmp_path / "a.ipynb"
     nbformat.write(nb, executed)
-    run_all.shrink_images(executed)
+    compact_notebook(executed)
     data = nbformat.read(executed, as_version=4).cells[0].outputs[0].data["image/png"]
     assert Image.open(io.BytesIO(base64.b64decode(data))).mode == "P"
     reports = tmp_path / "reports"

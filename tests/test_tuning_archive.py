@@ -117,8 +117,6 @@ def test_archive_cli_is_one_line_on_error(tmp_path, monkeypatch, capsys):
     assert exit_info.value.code == 2 and len(capsys.readouterr().err.splitlines()) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue #27: the tracked tree is 13.6 MiB (goal 12 MiB): executed notebooks and "
-                   "reports still to shrink; strict, so this turns red once the goal is met and the mark must go")
 def test_the_tracked_tree_is_small():
     """A clone stays small: every tracked file under 1 MiB, all of them under 12 MiB."""
     if not (ROOT / ".git").exists():

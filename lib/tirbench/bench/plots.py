@@ -11,6 +11,7 @@ from matplotlib.ticker import LogFormatter, ScalarFormatter
 
 from tirbench.core.atomic import write_atomic
 from tirbench.core.errors import OneLineError
+from tirbench.core.images import palette_png
 
 #: Providers drawn as the reference (dashed black line / dark bar).
 VENDORS = ("cublas", "cublaslt", "cudnn", "torch")
@@ -30,7 +31,7 @@ def missing_names(fig: plt.Figure) -> list[str]:
 
 
 def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
-    """Save ``fig`` as a PNG at ``path`` atomically (a failed or killed run leaves the previous plot whole); nothing
+    """Save ``fig`` as a (palette) PNG at ``path`` atomically (a failed or killed run leaves the previous plot whole); nothing
     when ``path`` is None (``Session.figure_path`` with ``save`` off). IncompleteFigureError, and nothing written,
     for a positional x axis without its names (``missing_names``)."""
     if path is None:
@@ -40,7 +41,7 @@ def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
                                     f"pass xticks= to plot_providers (or set the tick labels before saving)")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    write_atomic(path, buf.getvalue())
+    write_atomic(path, palette_png(buf.getvalue()))
 
 
 def series_name(provider: str, variant: str) -> str:

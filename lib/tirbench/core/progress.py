@@ -1,10 +1,14 @@
-"""Progress bars for tile sweeps and tuning: tqdm (a widget in Jupyter, text on a terminal) that shows the best
-rate found so far."""
+"""Progress bars for tile sweeps and tuning: tqdm (a widget in Jupyter where ipywidgets is installed, text
+elsewhere: no warning about a missing widget) that shows the best rate found so far."""
 from __future__ import annotations
 
+import importlib.util
 from typing import Iterable, Iterator, TypeVar
 
-from tqdm.auto import tqdm
+if importlib.util.find_spec("ipywidgets") is not None:
+    from tqdm.auto import tqdm
+else:
+    from tqdm.std import tqdm
 
 T = TypeVar("T")
 

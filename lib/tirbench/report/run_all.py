@@ -16,12 +16,12 @@ does not stop the others: nothing of it moves (the failed copy and what it stage
 summary names it; the exit status is then 1. Each notebook's time and the total are printed; a notebook over
 ``BUDGET_S`` is flagged.
 
-Reports link one shared stylesheet (``reports/report.css``) and embed their figures as palette PNGs.
+Executed copies are compacted first (``report.compact``: palette PNGs, merged progress lines, TVMScript styled by
+class); reports link one shared stylesheet (``reports/report.css``).
 """
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import csv
 import difflib
@@ -35,11 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import nbformat
 import papermill as pm
 import yaml
 from nbconvert import HTMLExporter
-from PIL import Image
 from traitlets.config import Config
 
 from tirbench.bench import results
@@ -47,6 +45,7 @@ from tirbench.bench.session import STAGE_ENV
 from tirbench.core.atomic import write_atomic
 from tirbench.core.machine import has_cuda_gpu
 from tirbench.core.paths import output_dir, project_root
+from tirbench.report.compact import compact_notebook
 from tirbench.report.index import write_index
 
 #: A notebook should finish within this many seconds on an H100, replaying the recorded tuning databases.
@@ -101,21 +100,6 @@ def environ(name: str, value: str) -> Iterator[None]:
             os.environ[name] = old
 
 
-def shrink_images(path: Path) -> None:
-    """Rewrite every PNG output of the notebook at ``path`` as a palette PNG (256 colours) where that is smaller."""
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            if "image/png" in data:
-                raw = base64.b64decode(data["image/png"])
-                buf = io.BytesIO()
-                Image.open(io.BytesIO(raw)).convert("RGB").quantize(256).save(buf, "PNG", optimize=True)
-                if buf.tell() < len(raw):
-                    data["image/png"] = base64.b64encode(buf.getvalue()).decode()
-    nbformat.write(nb, path)
-
-
 def render_report(executed: Path, reports: Path) -> str:
     """The HTML report of ``executed``, its head's stylesheets written once to ``reports/STYLESHEET`` and linked."""
     body, _ = HTMLExporter().from_filename(str(executed))
@@ -155,7 +139,7 @@ def execute(nb: Path, out: Path, scratch: Path, root: Path, params: dict[str, ob
     with environ(STAGE_ENV, str(staged)):
         pm.execute_notebook(str(nb), str(tmp), parameters={k: v for k, v in params.items() if k in declared},
                             cwd=str(nb.parent), kernel_name="python3", config=KERNEL_CONFIG)
-    shrink_images(tmp)
+    compact_notebook(tmp)
     body = render_report(tmp, out / "reports")
     moved = move_staged(staged, out, root)
     executed = out / "executed" / nb.name

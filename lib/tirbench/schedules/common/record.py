@@ -72,3 +72,18 @@ def takes(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...] | None =
         return None
 
     return accepts
+
+
+def require_a_candidate(wl: Workload, records: Iterable[KernelRecord]) -> Workload:
+    """``wl`` itself when some candidate (or the defaults) of one of ``records`` schedules it; else a one-line
+    ValueError naming the families and why the last of them refused."""
+    records = tuple(records)
+    reason = ""
+    for record in records:
+        for cand in record.candidates or ({},):
+            try:
+                record.apply(wl, cand)
+                return wl
+            except ValueError as err:
+                reason = str(err)
+    raise ValueError(f"no {'/'.join(r.name for r in records)} kernel takes {list(wl.shape)}: {reason}")

@@ -115,8 +115,8 @@ def conv2d_hwcn_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     3x3 kernel. The filter arrives k-major (``a_k_major``), so both shared tiles are plain float4 copies; the
     padding is a predicate on the input tile's copy (cp.async with a zero fill where it falls outside). Pixels go
     to blockIdx.y, the (channel, batch) tiles to blockIdx.x. Tiles, warps, pipeline ``stages``, ``raster``,
-    ``prefetch`` and ``columns_outer`` mean what they mean for ``gemm_v5_warp_tiled``. Compile with
-    ``conv2d_pass_config("hwcn_hopper")``.
+    ``prefetch`` and ``columns_outer`` mean what they mean for ``gemm_v5_warp_tiled``. Compile with the
+    pass config of ``records.HWCN_HOPPER``.
     """
     blk, ext = _conv_block(sch, "HWCN")
     threads = check_simt_tiles((ext["k"], ext["n"], ext["c"]), block_tile=block_tile, warp_tile=warp_tile,

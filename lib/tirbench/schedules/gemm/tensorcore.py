@@ -3,8 +3,8 @@ ldmatrix + mma.sync m16n8k16 (both built by ``_tensor_core``; they import ``tvm.
 first use, ~35 s), v8 Hopper's warpgroup MMA (``wgmma``, its intrinsics registered by ``intrinsics.wgmma``), and
 ``MMA_ASYNC_CONFIG``, the PassContext config for the cp.async copies of v7 and v8.
 
-``tirbench.schedules.gemm.simt`` lists these rungs in ``LADDER`` with the SIMT ones, and its ``gemm_pass_config`` gives
-the config to compile each with; the checks, block order and software pipeline they use are in
+``tirbench.schedules.gemm.records`` lists these rungs in ``LADDER`` with the SIMT ones, each ``KernelRecord`` with the
+pass config to compile it with; the checks, block order and software pipeline they use are in
 ``tirbench.schedules.common.tiling``.
 """
 from __future__ import annotations

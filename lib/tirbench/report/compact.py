@@ -1,0 +1,50 @@
+"""Executed notebooks made small before they are kept: what a reader sees stays the same, the bytes do not.
+
+- PNG outputs become palette PNGs (256 colours) where that is smaller;
+- consecutive stream outputs merge and each ``\\r``-overwritten progress line keeps only its last state, as a
+  terminal would show it (nbconvert's ``CoalesceStreamsPreprocessor``);
+- TVMScript shown by ``mod.show()`` (Pygments HTML with an inline ``style`` on every token) gets short classes and
+  one ``<style>`` per output.
+"""
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+from tirbench.core.images import palette_png
+
+#: The class that scopes the styles of a compacted TVMScript output.
+SCRIPT_CLASS = "tvmscript"
+_STYLE = re.compile(r'<span style="([^"]*)">')
+_HIGHLIGHT = re.compile(r'^<div class="highlight" style="([^"]*)">')
+
+
+def script_classes(html: str) -> str:
+    """Pygments HTML with inline styles (``tvm.script.highlight.cprint`` in a notebook) rewritten with one class per
+    distinct style and a scoped ``<style>``; any other HTML comes back unchanged."""
+    head = _HIGHLIGHT.match(html)
+    if head is None:
+        return html
+    styles: dict[str, str] = {}
+    body = _STYLE.sub(lambda m: f'<span class="{styles.setdefault(m[1], f"s{len(styles)}")}">', html)
+    body = _HIGHLIGHT.sub(f'<div class="highlight {SCRIPT_CLASS}" style="{head[1]}">', body)
+    rules = "".join(f".{SCRIPT_CLASS} .{name}{{{style}}}" for style, name in styles.items())
+    return f"<style>{rules}</style>{body}"
+
+
+def compact_notebook(path: Path) -> None:
+    """Rewrite the executed notebook at ``path`` with its outputs compacted (see the module's docstring)."""
+    nb = nbformat.read(path, as_version=4)
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/png" in data:
+                data["image/png"] = base64.b64encode(palette_png(base64.b64decode(data["image/png"]))).decode()
+            if "text/html" in data:
+                data["text/html"] = script_classes(data["text/html"])
+    nbformat.write(nb, path)

@@ -1,0 +1,59 @@
+"""Executed notebooks are compacted before they are kept (``tirbench.report.compact``): progress bars keep only the
+line a terminal would end on, TVMScript keeps its colours through classes, and either takes far fewer bytes."""
+import re
+import sys
+
+import nbformat
+import pytest
+
+from tirbench.report.compact import SCRIPT_CLASS, compact_notebook, script_classes
+
+
+def stream(name: str, text: str):
+    return nbformat.v4.new_output("stream", name=name, text=text)
+
+
+def test_progress_lines_keep_their_last_state_and_other_streams_stay_apart(tmp_path):
+    bars = [stream("stderr", f"\rsweep: {i}/4 best {i}.0") for i in range(5)] + [stream("stderr", "\n")]
+    outputs = [stream("stdout", "ok v0\n"), *bars, stream("stdout", "ok v1\n")]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("sweep()", outputs=outputs)]), path)
+    compact_notebook(path)
+    got = [(o.name, o.text) for o in nbformat.read(path, as_version=4).cells[0].outputs]
+    assert got == [("stdout", "ok v0\n"), ("stderr", "sweep: 4/4 best 4.0\n"), ("stdout", "ok v1\n")]
+
+
+def test_tvmscript_html_gets_classes_and_keeps_every_colour(monkeypatch):
+    pytest.importorskip("pygments")
+    from IPython import display
+    from tvm.script import highlight
+    from tvm.script import ir as I
+    from tvm.script import tirx as T
+
+    @I.ir_module
+    class Module:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+            for i in range(8):
+                with T.sblock("b"):
+                    vi = T.axis.spatial(8, i)
+                    B[vi] = A[vi] + T.float32(1)
+
+    shown = []
+    monkeypatch.setitem(sys.modules, "ipykernel", sys)   # cprint draws HTML only inside a kernel
+    monkeypatch.setattr(display, "display", lambda obj: shown.append(obj.data))
+    highlight.cprint(Module.script())
+    html = shown[0]
+    assert 'style="color' in html
+    out = script_classes(html)
+    styles = dict(re.findall(rf"\.{SCRIPT_CLASS} \.(\w+)\{{([^}}]*)\}}", out))
+    inline = re.findall(r'<span style="([^"]*)">', html)
+    classes = re.findall(r'<span class="(\w+)">', out)
+    assert [styles[c] for c in classes] == inline   # the same colour on every token
+    assert re.sub(r"<[^>]+>", "", html) == re.sub(r"<style>.*?</style>|<[^>]+>", "", out)   # the same text
+    assert len(out) < 0.8 * len(html)
+
+
+def test_other_html_is_left_alone():
+    table = "<div><style scoped>.dataframe td {color: red}</style><table></table></div>"
+    assert script_classes(table) == table
