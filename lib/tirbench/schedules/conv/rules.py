@@ -1,0 +1,162 @@
+"""Conv rules: which kernel families take a convolution, and with which tiles, decided from the layer itself.
+
+What TVM's DLight does for GEMM and GEMV (rules that read the block), for convolution: ``rule_records(wl)`` reads
+the workload's dtype, layout and sizes, looks at it as a GEMM (``GemmView``: M = N*OH*OW output pixels, N = K
+output channels, K = C*R*S), and returns the ``KernelRecord`` families that apply, each with a short list of
+candidates ranked by a cost model of the H100 (132 SMs), so that ``bench.sweep`` builds, verifies and times only
+a few. No tuning: a layer is one sweep.
+
+- float32 NCHW: split-K direct convolution (``NCHW_SPLITK``): slices of the input channels, output-channel
+  blocks, output-pixel blocks; every factor a divisor of its axis (any H, W, C, K), ranked by blocks per SM and
+  by the reuse of each shared-memory tile.
+- float32 HWCN: the implicit GEMM on the v5 nest (``HWCN_HOPPER``), its candidates as recorded.
+- float16 NHWC: the implicit GEMM on wgmma and on mma.sync (``NHWC_WGMMA``, ``NHWC_MMA``): tiles ranked by how
+  evenly their blocks fill the last wave and how little of them is padding.
+- int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tirbench.schedules.common.record import KernelRecord
+from tirbench.schedules.conv.records import INT8_MMA, INT8_WGMMA, NCHW_SPLITK, NHWC_MMA, NHWC_WGMMA, HWCN_HOPPER
+from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import output_size
+
+#: Streaming multiprocessors of the GPU the cost model assumes (H100 SXM; the H200 has as many).
+SMS = 132
+#: Candidates kept per family.
+KEEP = 4
+#: Static shared memory a SIMT kernel may use per block (bytes).
+SHARED_LIMIT = 48 * 1024
+
+
+@dataclass(frozen=True)
+class GemmView:
+    """A convolution as a GEMM: ``m`` output pixels (N*OH*OW), ``n`` output channels, ``k`` = C*R*S."""
+
+    m: int
+    n: int
+    k: int
+
+    def fill(self, bm: int, bn: int) -> float:
+        """How much of the GPU's work a ``bm`` x ``bn`` block tile does usefully: the share of the tiles that is
+        not padding, times the share of the last wave's SMs that have a tile (one block per SM)."""
+        tiles_m, tiles_n = -(-self.m // bm), -(-self.n // bn)
+        useful = self.m * self.n / (tiles_m * bm * tiles_n * bn)
+        tiles = tiles_m * tiles_n
+        return useful * tiles / (math.ceil(tiles / SMS) * SMS)
+
+
+def gemm_view(wl: Workload) -> GemmView:
+    """``wl`` (a conv2d or conv2d_int8 workload) as a GEMM."""
+    z = wl.sizes
+    oh, ow = output_size(z["h"], z["r"], z["stride"], z["pad"]), output_size(z["w"], z["s"], z["stride"], z["pad"])
+    return GemmView(z["n"] * oh * ow, z["k"], z["c"] * z["r"] * z["s"])
+
+
+def _divisors(n: int, at_most: int) -> list[int]:
+    return [d for d in range(1, min(n, at_most) + 1) if n % d == 0]
+
+
+def _splitk_score(z: Mapping[str, int], oh: int, ow: int, cand: Mapping[str, Any]) -> float:
+    """Higher is better: shared-memory reuse (MACs per value loaded) times how well the blocks fill the SMs, less
+    the cost of summing the slices."""
+    py, px = cand["block_pixels"]
+    win = ((py - 1) * z["stride"] + z["r"]) * ((px - 1) * z["stride"] + z["s"])
+    macs = cand["block_k"] * py * px * z["r"] * z["s"]
+    reuse = macs / (win + cand["block_k"] * z["r"] * z["s"])
+    blocks = cand["split"] * z["n"] * (z["k"] // cand["block_k"]) * (oh // py) * (ow // px)
+    threads = cand["block_k"] // cand["thread_k"] * py * px
+    resident = SMS * max(1, min(16, 2048 // threads))
+    waves = blocks / resident
+    occupancy = waves / math.ceil(waves) if waves >= 1 else waves
+    reduce_cost = 1 + 0.05 * (cand["split"] - 1)
+    return reuse * occupancy / reduce_cost
+
+
+def _splitk_shared_bytes(z: Mapping[str, int], cand: Mapping[str, Any]) -> int:
+    py, px = cand["block_pixels"]
+    win = ((py - 1) * z["stride"] + z["r"]) * ((px - 1) * z["stride"] + z["s"])
+    return 4 * cand["step"] * (win + cand["block_k"] * z["r"] * z["s"])
+
+
+def _fits(z: Mapping[str, int], oh: int, ow: int, cand: Mapping[str, Any]) -> bool:
+    py, px = cand["block_pixels"]
+    threads = cand["block_k"] // cand["thread_k"] * py * px
+    return (z["k"] % cand["block_k"] == 0 and cand["block_k"] % cand["thread_k"] == 0 and oh % py == 0
+            and ow % px == 0 and z["c"] % cand["split"] == 0 and z["c"] // cand["split"] % cand["step"] == 0
+            and 32 <= threads <= 1024 and _splitk_shared_bytes(z, cand) <= SHARED_LIMIT)
+
+
+def _splitk_pool(z: Mapping[str, int], oh: int, ow: int) -> list[dict[str, Any]]:
+    """Every split-K tiling the rules consider: each factor a divisor of its axis, 64-512 threads in whole warps."""
+    pool = []
+    for block_k in (d for d in (8, 16, 32, 64) if z["k"] % d == 0):
+        for thread_k in (d for d in (1, 2, 4, 8) if block_k % d == 0):
+            for py in _divisors(oh, 16):
+                for px in _divisors(ow, 16):
+                    threads = block_k // thread_k * py * px
+                    if not 64 <= threads <= 512 or threads % 32:
+                        continue
+                    for split in _divisors(z["c"], 64):
+                        step = max(d for d in (8, 4, 2, 1) if z["c"] // split % d == 0)
+                        pool.append({"split": split, "block_k": block_k, "thread_k": thread_k,
+                                     "block_pixels": (py, px), "step": step})
+    return pool
+
+
+def splitk_candidates(wl: Workload, keep: int = KEEP) -> tuple[dict[str, Any], ...]:
+    """The ``keep`` best split-K tilings of an NCHW float32 convolution by ``_splitk_score``, at most one per
+    (split, block_k, thread_k), and the best of ``NCHW_SPLITK``'s recorded candidates that fits the layer."""
+    z = wl.sizes
+    oh, ow = output_size(z["h"], z["r"], z["stride"], z["pad"]), output_size(z["w"], z["s"], z["stride"], z["pad"])
+    score = lambda c: -_splitk_score(z, oh, ow, c)   # noqa: E731
+    chosen, seen = [], set()
+    for cand in sorted((c for c in _splitk_pool(z, oh, ow) if _fits(z, oh, ow, c)), key=score):
+        sig = (cand["split"], cand["block_k"], cand["thread_k"])
+        if sig not in seen and len(chosen) < keep:
+            seen.add(sig)
+            chosen.append(cand)
+    recorded = sorted((dict(c) for c in NCHW_SPLITK.candidates if _fits(z, oh, ow, c)), key=score)
+    if recorded and recorded[0] not in chosen:
+        chosen.append(recorded[0])
+    return tuple(chosen)
+
+
+def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
+    return tuple(cand.get("block_tile", record.defaults["block_tile"]))
+
+
+def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
+    """``record``'s recorded candidates, best first by ``GemmView.fill`` (ties: the larger tile), the ``keep`` best."""
+    view = gemm_view(wl)
+
+    def key(cand: Mapping[str, Any]) -> tuple[float, int]:
+        bm, bn = _tile(cand, record)
+        return (-round(view.fill(bm, bn), 2), -bm * bn)
+
+    return tuple(sorted(record.candidates, key=key)[:keep])
+
+
+def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
+    """The kernel families that take ``wl``, each with its ``keep`` best candidates for it (see the module
+    docstring); a one-line ValueError for a workload no family takes."""
+    if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
+        cands = splitk_candidates(wl, keep)
+        if not cands:
+            raise ValueError(f"no split-K tiling fits conv2d {wl.shape}: every one needs more than "
+                             f"{SHARED_LIMIT} bytes of shared memory or an odd thread count")
+        return [NCHW_SPLITK.with_candidates(cands)]
+    if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "HWCN":
+        return [HWCN_HOPPER]
+    if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
+        families = (NHWC_WGMMA, NHWC_MMA)
+    elif wl.name == "conv2d_int8":
+        families = (INT8_WGMMA, INT8_MMA)
+    else:
+        raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
+                         f"NCHW or HWCN, float16 NHWC, and conv2d_int8")
+    return [f.with_candidates(ranked_tiles(wl, f, keep)) for f in families]
