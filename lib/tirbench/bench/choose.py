@@ -1,6 +1,6 @@
 """The conv rules, run: ``choose(wl)`` sweeps the candidates ``rule_records`` gives a layer and keeps the fastest
 verified one; ``Choices`` records what was chosen (``choices.csv`` beside the notebook's results) so that a later
-run replays one build per layer instead of the whole sweep.
+run replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
 
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
 layer is chosen again, live.
@@ -13,13 +13,14 @@ import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import tvm
 
-from tirbench.bench.harness import Measurement
-from tirbench.bench.sweep import SweepError, sweep
+from tirbench.bench.harness import Measurement, build_all, verify_then_time
+from tirbench.bench.sweep import SweepError, one_line, sweep
 from tirbench.core.atomic import write_atomic
+from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.workloads.base import Workload
 
@@ -81,20 +82,42 @@ class Choices:
         write_atomic(path, buf.getvalue().encode())
 
 
-def replay(wl: Workload, recorded: Choice, *, target: tvm.target.Target, repeats: int, seed: int) -> Choice | None:
-    """Build, verify and time the recorded choice if the rules still offer it; None when they do not."""
+def offered(wl: Workload, recorded: Choice) -> KernelRecord | None:
+    """The rules' family for ``wl`` that still offers the ``recorded`` choice, narrowed to it; None if none does."""
     for record in rule_records(wl):
         if record.name == recorded.kernel and dict(recorded.params) in [dict(c) for c in record.candidates]:
-            result = sweep(wl, record.with_candidates((recorded.params,)), target=target, repeats=repeats,
-                           seed=seed)
-            best = result.best_trial()
-            return best and Choice(recorded.kernel, recorded.params, recorded.rules_s, best.measurement, True)
+            return record.with_candidates((recorded.params,))
     return None
 
 
-def choose_or_replay(wl: Workload, choices: Choices, *, now: bool, target: tvm.target.Target, repeats: int,
-                     seed: int) -> Choice:
-    """``choose`` when ``now`` or nothing (still offered) is recorded, else ``replay`` the recorded choice."""
-    recorded = None if now else choices.recorded(wl)
-    replayed = recorded and replay(wl, recorded, target=target, repeats=repeats, seed=seed)
-    return replayed or choose(wl, target=target, repeats=repeats, seed=seed)
+def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.Target, repeats: int,
+               seed: int) -> list[Choice | None]:
+    """Every recorded choice the rules still offer, built at once in parallel (grouped by pass config), then each
+    verified and timed; None for a layer with nothing to replay (and for one whose replay fails: one line)."""
+    jobs = []
+    for i, wl in enumerate(wls):
+        recorded = choices.recorded(wl)
+        record = recorded and offered(wl, recorded)
+        if record:
+            jobs.append((i, recorded, record, record.apply(wl, recorded.params)))
+    out: list[Choice | None] = [None] * len(wls)
+    for config in {tuple(sorted(r.pass_config.items())) for _, _, r, _ in jobs}:
+        group = [j for j in jobs if tuple(sorted(j[2].pass_config.items())) == config]
+        for (i, recorded, record, _), kernel in zip(group, build_all([j[3] for j in group], target, dict(config))):
+            try:
+                if isinstance(kernel, Exception):
+                    raise kernel
+                m = verify_then_time(wls[i], kernel, variant=record.name, repeats=repeats, seed=seed, target=target)
+            except Exception as err:  # noqa: BLE001 - a recorded choice that no longer builds or verifies
+                print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed "
+                      f"({one_line(err)}): choosing again")
+                continue
+            out[i] = Choice(recorded.kernel, recorded.params, recorded.rules_s, m, True)
+    return out
+
+
+def choose_all(wls: Sequence[Workload], choices: Choices, *, now: bool, target: tvm.target.Target, repeats: int,
+               seed: int) -> list[Choice]:
+    """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, ``choose``."""
+    replayed = [None] * len(wls) if now else replay_all(wls, choices, target=target, repeats=repeats, seed=seed)
+    return [r or choose(wl, target=target, repeats=repeats, seed=seed) for wl, r in zip(wls, replayed)]
