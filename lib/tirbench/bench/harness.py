@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -89,6 +90,19 @@ def _build_pool(tensor_intrinsics: bool) -> PopenPoolExecutor:
     ``ldmatrix`` kernel looks up their index maps (15-25 s per worker, once, all workers at the same time)."""
     return PopenPoolExecutor(max_workers=min(16, os.cpu_count() or 1), timeout=BUILD_TIMEOUT_S,
                              initializer=import_tensor_intrin if tensor_intrinsics else None)
+
+
+def _ready(_: int) -> bool:
+    return True
+
+
+def start_build_workers(target: tvm.target.Target) -> float:
+    """Start ``build_all``'s worker processes now (each registers the tensor intrinsics once: 15-40 s, all at the
+    same time), so that no later build pays for it; returns the seconds it took."""
+    start = time.perf_counter()
+    pool = _build_pool(target.kind.name == "cuda")
+    list(pool.map_with_error_catching(_ready, range(min(16, os.cpu_count() or 1))))
+    return time.perf_counter() - start
 
 
 def _one_line(err: object) -> str:

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 import tvm
 from tvm import s_tir
@@ -14,10 +15,13 @@ from tirbench.core import lowering
 from tirbench.core.machine import cuda_target
 
 
-def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target | None = None) -> str:
-    """The full device source TVM generates for ``kernel`` (CUDA for the default sm_90a target)."""
+def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target | None = None,
+                  pass_config: Mapping[str, object] | None = None) -> str:
+    """The full device source TVM generates for ``kernel`` (CUDA for the default sm_90a target), under the
+    PassContext ``pass_config`` its kernel record builds it with (the tensor-core kernels need theirs)."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
-    ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
+    with tvm.transform.PassContext(config=dict(pass_config or {})):
+        ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
     return ex.mod.imports[0].inspect_source()
 
 

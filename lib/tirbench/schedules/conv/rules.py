@@ -154,7 +154,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
         return [HWCN_HOPPER]
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
         families = (NHWC_WGMMA, NHWC_MMA)
-    elif wl.name == "conv2d_int8":
+    elif wl.dtype == "int8" and wl.layout == "NCHW32":
         families = (INT8_WGMMA, INT8_MMA)
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "

@@ -1,0 +1,83 @@
+"""Conv rules (``schedules.conv.rules``) and their run (``bench.choose``): every ResNet-50 layer and the shapes the
+hand sweeps could not take (3 and 96 channels, a 35x35 map, batch 7, stride 2) get candidates that schedule and
+compile for sm_90a; a workload no rule takes is one line; recorded choices round-trip and replay only while the
+rules still offer them."""
+import pytest
+import tvm
+
+from tirbench.bench.choose import Choice, Choices, offered
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.schedules.conv.rules import SMS, GemmView, gemm_view, rule_records, splitk_candidates
+from tirbench.workloads import conv2d, gemm
+from tirbench.workloads.resnet50 import RESNET50, resnet50_layers
+
+CUDA = tvm.target.Target("nvidia/nvidia-h100", host="llvm")
+ODD = [(1, 3, 224, 224, 64, 7, 7, 2, 3), (1, 96, 28, 28, 128, 3, 3, 1, 1), (1, 64, 35, 35, 64, 3, 3, 1, 1),
+       (7, 128, 28, 28, 128, 3, 3, 1, 1), (1, 64, 56, 56, 128, 1, 1, 2, 0)]
+
+
+def test_resnet50_has_23_distinct_convolutions_53_in_all_and_its_known_work():
+    assert len(RESNET50) == 23 and sum(layer.count for layer in RESNET50) == 53
+    macs = sum(layer.count * conv2d(*shape).flops / 2 for layer, shape in resnet50_layers(1))
+    assert 4.08e9 < macs < 4.11e9   # ResNet-50's 4.1 GMACs of convolution at 224x224
+    assert {layer.shape(32)[0] for layer in RESNET50} == {32}
+
+
+def test_gemm_view_and_fill():
+    wl = conv2d(32, 256, 14, 14, 256, 3, 3, 1, 1, layout="NHWC", dtype="float16")
+    assert gemm_view(wl) == GemmView(32 * 14 * 14, 256, 256 * 9)
+    exact = GemmView(128 * SMS, 128, 64)
+    assert exact.fill(128, 128) == 1.0 and exact.fill(128, 256) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("shape", ODD, ids=["stem", "c96", "35x35", "batch7", "1x1s2"])
+def test_every_split_k_candidate_fits_the_layer(shape):
+    wl = conv2d(*shape)
+    (record,) = rule_records(wl)
+    assert record.name == "nchw_splitk" and 1 <= len(record.candidates) <= 5
+    for cand in record.candidates:
+        record.apply(wl, cand)   # a one-line ValueError would fail the test
+
+
+@pytest.mark.parametrize("shape", [ODD[0], ODD[2]], ids=["stem", "35x35"])
+def test_the_rules_first_fp32_candidate_compiles_for_sm90a(shape):
+    wl = conv2d(*shape)
+    (record,) = rule_records(wl)
+    src = device_source(record.apply(wl, record.candidates[0]), CUDA, record.pass_config)
+    assert any("registers" in line for line in nvcc_report(src))
+
+
+def test_every_resnet50_layer_gets_tensor_core_candidates_that_schedule():
+    for layer, shape in resnet50_layers(32)[1:]:   # the stem: tests/test_conv_any_channels.py
+        wl = conv2d(*shape, layout="NHWC", dtype="float16")
+        scheduled = 0
+        for record in rule_records(wl):
+            for cand in record.candidates:
+                record.apply(wl, cand)
+                scheduled += 1
+        assert scheduled >= 4, layer.name
+
+
+def test_a_workload_no_rule_takes_is_one_line():
+    with pytest.raises(ValueError, match=r"^no conv rule takes gemm float32") as err:
+        rule_records(gemm(64, 64, 64))
+    assert "\n" not in str(err.value)
+
+
+def test_split_k_tilings_divide_their_axes_and_fit_shared_memory():
+    for cand in splitk_candidates(conv2d(1, 64, 35, 35, 64, 3, 3, 1, 1), keep=8):
+        py, px = cand["block_pixels"]
+        assert 35 % py == 0 and 35 % px == 0 and 64 % cand["split"] == 0 and 64 % cand["block_k"] == 0
+
+
+def test_choices_round_trip_and_replay_only_what_the_rules_offer(tmp_path):
+    wl = conv2d(1, 512, 7, 7, 512, 3, 3, 1, 1)
+    record = rule_records(wl)[0]
+    choices = Choices(tmp_path / "choices.csv")
+    choices.remember(wl, Choice(record.name, record.candidates[0], 3.25), "NVIDIA H100 80GB HBM3")
+    choices.write(tmp_path / "choices.csv")
+    back = Choices(tmp_path / "choices.csv").recorded(wl)
+    assert back == Choice(record.name, dict(record.candidates[0]), 3.2)   # rules_s kept to 0.1 s
+    assert offered(wl, back).candidates == (back.params,)
+    assert offered(wl, Choice(record.name, {**back.params, "split": 3}, 1.0)) is None   # no longer offered
+    assert Choices(tmp_path / "none.csv").recorded(wl) is None
