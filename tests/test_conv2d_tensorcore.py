@@ -114,8 +114,8 @@ def test_wmma_candidates_pass_the_gpu_check_built_as_they_are():
 @pytest.mark.parametrize("make, message", [
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 64, 4, 4, 64, layout="NHWC").mod)), "float16"),
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 64, 4, 4, 64, dtype="float16").mod)), "NHWC"),
-    (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 48, 4, 4, 64, layout="NHWC", dtype="float16").mod)),
-     "channel_block"),
+    (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(2, 48, 4, 4, 64, layout="NHWC", dtype="float16").mod),
+                               channel_block=32), "channel_block"),   # any C by default; an explicit block divides it
     (lambda: conv2d_nhwc_wgmma(s_tir.Schedule(conv2d(1, 64, 7, 7, 256, layout="NHWC", dtype="float16").mod),
                                block_tile=(128, 256), stages=8), "shared memory"),   # m=49 itself is padded
     (lambda: conv2d_wmma_design(s_tir.Schedule(conv2d(1, 16, 2, 3, 32, layout="NHWC", dtype="float16").mod),
@@ -129,8 +129,9 @@ def test_bad_inputs_fail_in_one_line(make, message):
 
 
 def test_records_schedule_the_notebook_layers_and_refuse_others_in_one_line():
-    """Notebook 06 sweeps TENSOR_CORE on each layer and refuses, in its first cell, a layer no candidate takes: the
-    wgmma record's k tile (64) must divide the channels, mma.sync's smallest (32) covers 32-channel layers."""
+    """Notebook 06 sweeps TENSOR_CORE on each layer and refuses, in its first cell, a layer no candidate takes: every
+    candidate takes any fp16 NHWC layer (channels the k tile does not divide pad k, ``test_conv_any_channels``), an
+    fp32 one is refused in one line."""
     from tirbench.core.errors import refusal
     from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA, TENSOR_CORE
 
@@ -138,13 +139,12 @@ def test_records_schedule_the_notebook_layers_and_refuse_others_in_one_line():
     ok = conv2d(32, 512, 7, 7, 512, layout="NHWC", dtype="float16")   # GEMM_M = 1568: padded to every tile
     assert all(refusal(lambda: NHWC_WGMMA.apply(ok, c)) is None for c in NHWC_WGMMA.candidates)
     c32 = conv2d(32, 32, 14, 14, 64, layout="NHWC", dtype="float16")
-    assert "channel_block (the k tile)=64 does not divide c (input channels)=32" in refusal(lambda: NHWC_WGMMA.apply(c32))
-    bad = conv2d(256, 250, 14, 14, 500, layout="NHWC", dtype="float16")
-    for record in TENSOR_CORE:
-        for overrides in record.candidates:
-            reason = refusal(lambda: record.apply(bad, overrides))
-            assert reason and "does not divide c (input channels)=250" in reason and "\n" not in reason
-    assert "float16" in refusal(lambda: NHWC_MMA.apply(conv2d(2, 64, 4, 4, 64, layout="NHWC")))   # fp32: not taken
+    assert refusal(lambda: NHWC_WGMMA.apply(c32)) is None
+    odd = conv2d(256, 250, 14, 14, 500, layout="NHWC", dtype="float16")
+    assert all(refusal(lambda: record.apply(odd, overrides)) is None
+               for record in TENSOR_CORE for overrides in record.candidates)
+    reason = refusal(lambda: NHWC_MMA.apply(conv2d(2, 64, 4, 4, 64, layout="NHWC")))   # fp32: not taken
+    assert "float16" in reason and "\n" not in reason
 
 
 def test_direct_fp16_schedule_tile_follows_the_batch():

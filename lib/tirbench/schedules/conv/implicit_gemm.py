@@ -15,6 +15,14 @@ every k tile one (kernel row, channel block, kernel column) with its channels co
 and column outside every division TVM's vectorizer must see through. (With the plain (row, column, channel) order,
 TVM cannot prove that the padding predicate is the same for 8 consecutive channels and falls back to 2-byte loads.)
 
+Input channels the k tile does not divide (the 3-channel ResNet stem, 96-channel layers) take ``channel_block`` = C:
+k is then the plain (row, column, channel) order, GEMM_K = R * S * C, and the GEMM helper pads it up to the k tile
+(``tirbench.schedules.common.padding``): the k bound joins the border predicate of the im2col fill, which zero-fills
+past the last real (row, column, channel), so nothing past C (or past R * S * C) is ever read and no copy of X is
+made. Those fills are element copies: with R * S * C no multiple of the k tile, TVM cannot prove the predicate
+uniform over 8 channels whatever the channel block (it cannot see through k // (S * C)), and in the plain order a
+kernel row's S * C values are contiguous in X, which keeps the copies coalesced.
+
 C lives in shared memory: the helper's accumulators are stored there, and the epilogue rounds them to half and
 writes 16-byte rows of Y (the block tile's rows are output pixels, contiguous in NHWC). TVM reuses the pipeline's
 shared memory for it.
@@ -25,7 +33,7 @@ from tvm import s_tir
 from tvm.tirx import IndexMap
 
 from tirbench.core import lowering
-from tirbench.schedules.common.checks import require_divides
+from tirbench.schedules.common.checks import require_divides, require_positive_int
 from tirbench.schedules.common.tiling import WARP, has_block
 from tirbench.schedules.conv.direct import _conv_block
 from tirbench.schedules.gemm.tensorcore import gemm_v7_mma, gemm_v8_wgmma
@@ -44,7 +52,8 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
     in (m, n) order too, and C in shared memory. The GEMM helpers then take any m (pixels) and n (output channels):
     where their tiles do not divide, the block is padded to them (``tirbench.schedules.common.padding``), the pad folds into
     the im2col fills (predicated, zero-filling ``cp.async``) and the crop into the output copy, which stores only the
-    real pixels and channels. k's tile must divide the input channels (``channel_block``).
+    real pixels and channels, and any k: ``channel_block`` must divide the input channels, and where GEMM_K is no
+    multiple of the k tile the pad joins the im2col fill's predicate too (zero past the last real k).
     """
     int8 = has_block(sch, "epilogue")
     blk, ext = _conv_block(sch, "NCHW32" if int8 else "NHWC")
@@ -122,6 +131,15 @@ def _l1_fill(sch: s_tir.Schedule, on: bool) -> None:
         sch.annotate(fill, lowering.L1_FILL, 1)
 
 
+def _channel_block(sch: s_tir.Schedule, tile_k: int, channel_block: int | None) -> int:
+    """``channel_block``, or by default the k tile where it divides the input channels, else all of them (C)."""
+    if channel_block is not None:
+        return channel_block
+    require_positive_int(tile_k, param="tile_k")
+    c = _conv_block(sch, "NHWC")[1]["c"]
+    return tile_k if c % tile_k == 0 else c
+
+
 def _require_epilogue(block_tile: tuple[int, int], warps: int, vector: int = VECTOR) -> None:
     if block_tile[0] * block_tile[1] % (warps * WARP * vector):
         raise ValueError(f"block_tile={block_tile}: the epilogue gives each of {warps * WARP} threads the same "
@@ -129,10 +147,13 @@ def _require_epilogue(block_tile: tuple[int, int], warps: int, vector: int = VEC
 
 
 def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), stages: int = 4,
-                      raster: int = 1, overlap: bool = False) -> s_tir.Schedule:
+                      raster: int = 1, overlap: bool = False, channel_block: int | None = None) -> s_tir.Schedule:
     """The implicit GEMM on Hopper's warpgroup MMA: ``gemm_v8_wgmma`` (128-byte swizzled shared tiles of k = 64,
-    a ``stages``-deep cp.async pipeline, one wgmma group per k tile) on the reindexed convolution."""
-    conv2d_as_gemm(sch, channel_block=64)
+    a ``stages``-deep cp.async pipeline, one wgmma group per k tile) on the reindexed convolution.
+
+    Any input channels C: ``channel_block`` (default) is 64 where 64 divides C, else C, with GEMM_K = R * S * C
+    zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C."""
+    conv2d_as_gemm(sch, channel_block=_channel_block(sch, 64, channel_block))
     warps = block_tile[0] // 16
     _require_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
@@ -142,9 +163,13 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 
 def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                     warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3, raster: int = 1,
-                    prefetch: str = "k_step") -> s_tir.Schedule:
-    """The implicit GEMM on ldmatrix + mma.sync m16n8k16: ``gemm_v7_mma`` on the reindexed convolution."""
-    conv2d_as_gemm(sch, channel_block=tile_k)
+                    prefetch: str = "k_step", channel_block: int | None = None) -> s_tir.Schedule:
+    """The implicit GEMM on ldmatrix + mma.sync m16n8k16: ``gemm_v7_mma`` on the reindexed convolution.
+
+    Any input channels C: ``channel_block`` (default) is ``tile_k`` where it divides C, else C, with GEMM_K =
+    R * S * C zero-padded up to ``tile_k`` in the im2col fill (see the module docstring); an explicit one must
+    divide C."""
+    conv2d_as_gemm(sch, channel_block=_channel_block(sch, tile_k, channel_block))
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
