@@ -2,10 +2,12 @@
 
 Layout ``"NCHW32"`` (cuDNN's ``NCHW_VECT_C`` with 32 lanes, CUTLASS's ``TensorNCxHWx<32>``): channels are grouped
 by 32 and the group is the innermost axis, so one pixel's 32 channels are 32 contiguous bytes (two 16-byte loads).
+Any C >= 1 is stored in Cg = ceil(C/32) groups; as with cuDNN's ``NCHW_VECT_C``, the lanes past C (input and filter)
+must be zero, and the kernels' reduction runs over all Cg*32 channels, padded ones included. K must be a multiple of 32.
 
 ============  ==========================
-input X       (N, C/32, H, W, 32)
-filter W      (K, C/32, R, S, 32)
+input X       (N, Cg, H, W, 32)
+filter W      (K, Cg, R, S, 32)
 output Y      (N, K/32, OH, OW, 32)
 bias          (K,) int32
 scale         (K,) float32, positive
@@ -35,28 +37,41 @@ from tirbench.workloads.conv2d import check_conv_params, conv2d_reference, outpu
 LANES = 32  #: channels per group of the NC/32HW32 layout
 
 
+def channel_groups(c: int) -> int:
+    """The 32-channel groups that hold ``c`` channels: ceil(c / 32)."""
+    return -(-c // LANES)
+
+
+def pad_channels(a: np.ndarray) -> np.ndarray:
+    """``a`` with axis 1 (channels) zero-padded up to a multiple of 32 (``a`` itself where it already is one)."""
+    extra = channel_groups(a.shape[1]) * LANES - a.shape[1]
+    return np.pad(a, [(0, 0), (0, extra)] + [(0, 0)] * (a.ndim - 2)) if extra else a
+
+
 def nchw_to_nchw32(x: np.ndarray) -> np.ndarray:
-    """(N, C, H, W) -> (N, C/32, H, W, 32), contiguous."""
+    """(N, C, H, W) -> (N, ceil(C/32), H, W, 32), contiguous; the lanes past C are zero."""
+    x = pad_channels(x)
     n, c, h, w = x.shape
     return np.ascontiguousarray(x.reshape(n, c // LANES, LANES, h, w).transpose(0, 1, 3, 4, 2))
 
 
-def nchw32_to_nchw(x: np.ndarray) -> np.ndarray:
-    """(N, C/32, H, W, 32) -> (N, C, H, W), contiguous."""
+def nchw32_to_nchw(x: np.ndarray, channels: int | None = None) -> np.ndarray:
+    """(N, Cg, H, W, 32) -> (N, C, H, W), contiguous: the first ``channels`` channels (default all Cg*32)."""
     n, cg, h, w, lanes = x.shape
-    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cg * lanes, h, w))
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cg * lanes, h, w)[:, :channels])
 
 
 def kcrs_to_kc32rs32(wt: np.ndarray) -> np.ndarray:
-    """A (K, C, R, S) filter -> (K, C/32, R, S, 32), contiguous."""
+    """A (K, C, R, S) filter -> (K, ceil(C/32), R, S, 32), contiguous; the lanes past C are zero."""
+    wt = pad_channels(wt)
     k, c, r, s = wt.shape
     return np.ascontiguousarray(wt.reshape(k, c // LANES, LANES, r, s).transpose(0, 1, 3, 4, 2))
 
 
-def kc32rs32_to_kcrs(wt: np.ndarray) -> np.ndarray:
-    """(K, C/32, R, S, 32) -> (K, C, R, S), contiguous."""
+def kc32rs32_to_kcrs(wt: np.ndarray, channels: int | None = None) -> np.ndarray:
+    """(K, Cg, R, S, 32) -> (K, C, R, S), contiguous: the first ``channels`` channels (default all Cg*32)."""
     k, cg, r, s, lanes = wt.shape
-    return np.ascontiguousarray(wt.transpose(0, 1, 4, 2, 3).reshape(k, cg * lanes, r, s))
+    return np.ascontiguousarray(wt.transpose(0, 1, 4, 2, 3).reshape(k, cg * lanes, r, s)[:, :channels])
 
 
 def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: np.ndarray | None = None, *,
@@ -73,11 +88,10 @@ def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: n
     return np.clip(t, -128, 127).astype(np.int8)
 
 
-def check_int8_conv_params(c: int, k: int) -> None:
-    """One-line ValueError for channel counts the NC/32HW32 layout cannot hold."""
-    for name, value in (("c (input channels)", c), ("k (output channels)", k)):
-        if value % LANES:
-            raise ValueError(f"{name}={value}: the NC/32HW32 layout needs a multiple of {LANES}")
+def check_int8_conv_params(k: int) -> None:
+    """One-line ValueError for output channels the NC/32HW32 output cannot hold (input channels are padded)."""
+    if k % LANES:
+        raise ValueError(f"k (output channels)={k}: the NC/32HW32 layout needs a multiple of {LANES}")
 
 
 def check_scale(scale: np.ndarray) -> None:
@@ -88,7 +102,7 @@ def check_scale(scale: np.ndarray) -> None:
 
 def _module(n, c, h, w, k, r, s, stride, pad, relu, residual):
     oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
-    cg, kg = c // LANES, k // LANES
+    cg, kg = channel_groups(c), k // LANES
     x_shape, xp_shape = (n, cg, h, w, LANES), (n, cg, h + 2 * pad, w + 2 * pad, LANES)
     w_shape, y_shape = (k, cg, r, s, LANES), (n, kg, oh, ow, LANES)
 
@@ -111,7 +125,7 @@ def _module(n, c, h, w, k, r, s, stride, pad, relu, residual):
                 Xp[v0, v1, v2, v3, v4] = T.if_then_else(
                     pad <= v2 and v2 < h + pad and pad <= v3 and v3 < w + pad,
                     X[v0, v1, v2 - pad, v3 - pad, v4], T.int8(0))
-        for o0, o1, o2, o3, u0, u1, u2 in T.grid(n, oh, ow, k, r, s, c):
+        for o0, o1, o2, o3, u0, u1, u2 in T.grid(n, oh, ow, k, r, s, cg * LANES):  # padded lanes included
             with T.sblock("conv"):
                 b, y, x, f, ry, rx, rc = T.axis.remap("SSSSRRR", [o0, o1, o2, o3, u0, u1, u2])
                 with T.init():
@@ -135,15 +149,16 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
 
     The module's arguments are X, W, bias, scale, residual, Y (residual is ignored unless ``residual``). The
     reference is exact: the int8 products are summed in float64 (exact below 2^53), then ``requantize``; the output
-    must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d``; flops count 2 per
-    multiply-add.
+    must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d`` (the real C); flops count 2
+    per multiply-add on the real channels, bytes the tensors as stored (Cg*32 lanes). Any C >= 1: ``make_inputs``
+    zeroes the lanes past C, ``reference`` reads only the first C.
     """
     check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW")
-    check_int8_conv_params(c, k)
+    check_int8_conv_params(k)
     check_positive(n=n)
     oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
     y_shape = (n, k // LANES, oh, ow, LANES)
-    red = c * r * s
+    red, stored = c * r * s, channel_groups(c) * LANES
 
     def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
         x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
@@ -156,7 +171,7 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
 
     def reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, scale: np.ndarray, res: np.ndarray) -> np.ndarray:
         check_scale(scale)
-        acc = conv2d_reference(nchw32_to_nchw(x), kc32rs32_to_kcrs(wt), stride=stride, pad=pad)
+        acc = conv2d_reference(nchw32_to_nchw(x, c), kc32rs32_to_kcrs(wt, c), stride=stride, pad=pad)
         acc = np.rint(acc).astype(np.int64)  # exact: every partial sum is an integer below 2^53
         out = requantize(acc, bias, scale, nchw32_to_nchw(res) if residual else None, relu=relu)
         return nchw_to_nchw32(out)
@@ -167,6 +182,6 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
         dtype="int8", mod=_module(n, c, h, w, k, r, s, stride, pad, relu, residual),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
-        bytes=n * c * h * w + k * red + k * 8 + n * k * oh * ow * (2 if residual else 1),
+        bytes=n * stored * h * w + k * stored * r * s + k * 8 + n * k * oh * ow * (2 if residual else 1),
         tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32",
     )

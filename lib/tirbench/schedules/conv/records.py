@@ -85,12 +85,14 @@ INT8_WGMMA = KernelRecord(
         {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved"},
         {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved", "l1_fill": True},
     ))
-#: ... and on mma.sync m16n8k32, down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32).
+#: ... and on mma.sync m16n8k32, down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32); k tiles of 32 for layers
+#: of one 32-channel group (the 3-channel stem, stored as 32 channels: the k tiles 64 and 128 do not divide it).
 INT8_MMA = KernelRecord(
     "int8_mma", conv2d_int8_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 3},
     INT8_NCHW32, CONV_TC_CONFIG, candidates=(
         {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 64, "stages": 4},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
+        {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
     ))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)

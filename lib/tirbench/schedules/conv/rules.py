@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import INT8_MMA, INT8_WGMMA, NCHW_SPLITK, NHWC_MMA, NHWC_WGMMA, HWCN_HOPPER
 from tirbench.workloads.base import Workload
@@ -131,14 +132,19 @@ def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
 
 
 def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
-    """``record``'s recorded candidates, best first by ``GemmView.fill`` (ties: the larger tile), the ``keep`` best."""
+    """The ``keep`` best of ``record``'s recorded candidates that take ``wl`` (schedule without a ValueError), best
+    first by ``GemmView.fill`` (ties: the larger tile)."""
     view = gemm_view(wl)
 
     def key(cand: Mapping[str, Any]) -> tuple[float, int]:
         bm, bn = _tile(cand, record)
         return (-round(view.fill(bm, bn), 2), -bm * bn)
 
-    return tuple(sorted(record.candidates, key=key)[:keep])
+    taken = []
+    for cand in sorted(record.candidates, key=key):
+        if len(taken) < keep and refusal(lambda: record.apply(wl, cand)) is None:
+            taken.append(cand)
+    return tuple(taken)
 
 
 def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
@@ -159,4 +165,8 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
                          f"NCHW or HWCN, float16 NHWC, and conv2d_int8")
-    return [f.with_candidates(ranked_tiles(wl, f, keep)) for f in families]
+    records = [f.with_candidates(cands) for f in families if (cands := ranked_tiles(wl, f, keep))]
+    if not records:
+        raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes {wl.name} {wl.shape}: "
+                         f"{refusal(lambda: families[-1].apply(wl))}")
+    return records

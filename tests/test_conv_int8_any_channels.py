@@ -1,0 +1,78 @@
+"""int8 convolution with input channels that are not a multiple of 32 (the ResNet-50 stem: C = 3): the NC/32HW32
+tensors hold ceil(C/32) channel groups whose lanes past C are zero; the shape string and the flops use the real C;
+the module matches the numpy reference exactly on llvm; the stem at batch 32 gets an int8 tensor-core kernel that
+nvcc compiles; bad channel counts fail in one line."""
+import shutil
+
+import numpy as np
+import pytest
+import tvm
+
+from tirbench.bench.harness import run_checked
+from tirbench.core.build import build
+from tirbench.core.cuda_source import nvcc_report
+from tirbench.core.errors import refusal
+from tirbench.core.machine import cpu_target
+from tirbench.schedules.conv.records import INT8
+from tirbench.workloads.conv2d_int8 import conv2d_int8, kc32rs32_to_kcrs, kcrs_to_kc32rs32, nchw32_to_nchw, \
+    nchw_to_nchw32
+
+STEM = (32, 3, 224, 224, 64, 7, 7, 2, 3)
+SMALL = [(2, 3, 8, 8, 32, 3, 3, 1, 1), (1, 3, 16, 16, 32, 7, 7, 2, 3)]
+
+
+def test_padded_layout_conversions_zero_the_lanes_past_c_and_round_trip():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (2, 35, 3, 5), dtype=np.int8)
+    x32 = nchw_to_nchw32(x)
+    assert x32.shape == (2, 2, 3, 5, 32) and x32[1, 1, 2, 4, 2] == x[1, 34, 2, 4]
+    assert not x32[:, 1, ..., 3:].any()
+    np.testing.assert_array_equal(nchw32_to_nchw(x32, 35), x)
+    wt = rng.integers(-128, 128, (32, 3, 7, 7), dtype=np.int8)
+    w32 = kcrs_to_kc32rs32(wt)
+    assert w32.shape == (32, 1, 7, 7, 32) and not w32[..., 3:].any()
+    np.testing.assert_array_equal(kc32rs32_to_kcrs(w32, 3), wt)
+
+
+@pytest.mark.parametrize("shape", SMALL, ids=lambda s: "x".join(map(str, s)))
+def test_three_channels_use_the_real_c_and_match_the_reference_on_llvm(shape):
+    wl = conv2d_int8(*shape, relu=True, residual=False)
+    n, c, h, w, k, r, s, stride, pad = shape
+    oh = (h + 2 * pad - r) // stride + 1
+    assert wl.shape == "x".join(map(str, shape)) and wl.flops == 2 * n * k * oh * oh * c * r * s
+    assert [tuple(int(d) for d in p.shape) for p in wl.mod["main"].params][:2] == [(n, 1, h, w, 32), (k, 1, r, s, 32)]
+    x, wt, *_ = wl.make_inputs(np.random.default_rng(0))
+    assert x[..., :c].any() and not x[..., c:].any() and not wt[..., c:].any()
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=0)   # exact: tolerance 0
+
+
+def test_residual_and_channels_past_one_group_match_the_reference_on_llvm():
+    wl = conv2d_int8(1, 40, 5, 5, 32, 3, 3, 1, 1, relu=False, residual=True)   # two groups, 24 zero lanes
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=0)
+
+
+def test_the_stem_gets_an_int8_kernel_from_the_records_that_nvcc_compiles():
+    """The stem's padded reduction is one 32-channel group: of the records' candidates only mma.sync with k tiles of
+    32 takes it (the k tiles 64 and 128 do not divide 32), and its kernel compiles without spills."""
+    wl = conv2d_int8(*STEM, relu=True, residual=False)
+    takers = [(r, c) for r in INT8 for c in r.candidates if refusal(lambda: r.apply(wl, c)) is None]
+    assert [(r.name, c["tile_k"]) for r, c in takers] == [("int8_mma", 32)]
+    record, params = takers[0]
+    src = build(record.apply(wl, params), tvm.target.Target("nvidia/nvidia-h100", host="llvm"),
+                dict(record.pass_config)).mod.imports[0].inspect_source()
+    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in src
+    assert "cp.async.ca.shared.global" in src and "nearbyintf" in src   # L1-caching im2col fills, the epilogue
+    if shutil.which("nvcc"):
+        assert "0 bytes spill stores" in " ".join(nvcc_report(src))
+
+
+@pytest.mark.parametrize("c", [0, -3])
+def test_no_input_channels_fail_in_one_line(c):
+    with pytest.raises(ValueError, match="c must be a positive integer") as err:
+        conv2d_int8(1, c, 8, 8, 32)
+    assert "\n" not in str(err.value)
+
+
+def test_output_channels_must_still_fill_groups_of_32():
+    with pytest.raises(ValueError, match=r"k \(output channels\)=48: the NC/32HW32 layout needs a multiple of 32"):
+        conv2d_int8(1, 3, 8, 8, 48)
