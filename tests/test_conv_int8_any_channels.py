@@ -14,8 +14,13 @@ from tirbench.core.cuda_source import nvcc_report
 from tirbench.core.errors import refusal
 from tirbench.core.machine import cpu_target
 from tirbench.schedules.conv.records import INT8
-from tirbench.workloads.conv2d_int8 import conv2d_int8, kc32rs32_to_kcrs, kcrs_to_kc32rs32, nchw32_to_nchw, \
-    nchw_to_nchw32
+from tirbench.workloads.conv2d_int8 import (
+    conv2d_int8,
+    kc32rs32_to_kcrs,
+    kcrs_to_kc32rs32,
+    nchw32_to_nchw,
+    nchw_to_nchw32,
+)
 
 STEM = (32, 3, 224, 224, 64, 7, 7, 2, 3)
 SMALL = [(2, 3, 8, 8, 32, 3, 3, 1, 1), (1, 3, 16, 16, 32, 7, 7, 2, 3)]
@@ -55,7 +60,7 @@ def test_the_stem_gets_an_int8_kernel_from_the_records_that_nvcc_compiles():
     """The stem's padded reduction is one 32-channel group: of the records' candidates only mma.sync with k tiles of
     32 takes it (the k tiles 64 and 128 do not divide 32), and its kernel compiles without spills."""
     wl = conv2d_int8(*STEM, relu=True, residual=False)
-    takers = [(r, c) for r in INT8 for c in r.candidates if refusal(lambda: r.apply(wl, c)) is None]
+    takers = [(r, c) for r in INT8 for c in r.candidates if refusal(lambda r=r, c=c: r.apply(wl, c)) is None]
     assert [(r.name, c["tile_k"]) for r, c in takers] == [("int8_mma", 32)]
     record, params = takers[0]
     src = build(record.apply(wl, params), tvm.target.Target("nvidia/nvidia-h100", host="llvm"),

@@ -18,10 +18,14 @@ from tirbench.core.machine import cuda_target
 def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target | None = None,
                   pass_config: Mapping[str, object] | None = None) -> str:
     """The full device source TVM generates for ``kernel`` (CUDA for the default sm_90a target), under the
-    PassContext ``pass_config`` its kernel record builds it with (the tensor-core kernels need theirs)."""
+    PassContext ``pass_config`` its kernel record builds it with (the tensor-core kernels need theirs); None: the
+    caller's PassContext."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
-    with tvm.transform.PassContext(config=dict(pass_config or {})):
+    if pass_config is None:   # the caller's PassContext, if any
         ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
+    else:
+        with tvm.transform.PassContext(config=dict(pass_config)):
+            ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
     return ex.mod.imports[0].inspect_source()
 
 
