@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import tvm
 
-from tirbench.bench.harness import Measurement, build_all, verify_then_time
-from tirbench.bench.sweep import SweepError, one_line, sweep
+from tirbench.bench.harness import Measurement, verify_then_time
+from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep
 from tirbench.core.atomic import write_atomic
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.rules import rule_records
@@ -101,18 +101,16 @@ def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.
         if record:
             jobs.append((i, recorded, record, record.apply(wl, recorded.params)))
     out: list[Choice | None] = [None] * len(wls)
-    for config in {tuple(sorted(r.pass_config.items())) for _, _, r, _ in jobs}:
-        group = [j for j in jobs if tuple(sorted(j[2].pass_config.items())) == config]
-        for (i, recorded, record, _), kernel in zip(group, build_all([j[3] for j in group], target, dict(config))):
-            try:
-                if isinstance(kernel, Exception):
-                    raise kernel
-                m = verify_then_time(wls[i], kernel, variant=record.name, repeats=repeats, seed=seed, target=target)
-            except Exception as err:  # noqa: BLE001 - a recorded choice that no longer builds or verifies
-                print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed "
-                      f"({one_line(err)}): choosing again")
-                continue
-            out[i] = Choice(recorded.kernel, recorded.params, recorded.rules_s, m, True)
+    for (i, recorded, record, _), kernel in zip(jobs, build_by_config([(j[2], j[3]) for j in jobs], target)):
+        try:
+            if isinstance(kernel, Exception):
+                raise kernel
+            m = verify_then_time(wls[i], kernel, variant=record.name, repeats=repeats, seed=seed, target=target)
+        except Exception as err:  # noqa: BLE001 - a recorded choice that no longer builds or verifies
+            print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed "
+                  f"({one_line(err)}): choosing again")
+            continue
+        out[i] = Choice(recorded.kernel, recorded.params, recorded.rules_s, m, True)
     return out
 
 

@@ -110,12 +110,7 @@ def _schedule(wl: Workload, records: Sequence[KernelRecord], defaults_only: bool
 def _measure(wl: Workload, scheduled: list, target: tvm.target.Target, repeats: int, seed: int,
              desc: str) -> list[Trial]:
     """Build the scheduled candidates in parallel (grouped by pass config), verify and time each."""
-    built: dict[int, object] = {}
-    configs = {tuple(sorted(t.record.pass_config.items())) for t, _ in scheduled}
-    for config in configs:
-        idx = [i for i, (t, _) in enumerate(scheduled) if tuple(sorted(t.record.pass_config.items())) == config]
-        for i, kernel in zip(idx, build_all([scheduled[i][1] for i in idx], target, dict(config))):
-            built[i] = kernel
+    built = build_by_config([(t.record, sch) for t, sch in scheduled], target)
     unit = "TFLOP/s"
     bar = BestBar(range(len(scheduled)), desc=desc, unit=unit)
     trials = []
@@ -134,6 +129,17 @@ def _measure(wl: Workload, scheduled: list, target: tvm.target.Target, repeats: 
         bar.write(_line(trial))
     bar.close()
     return trials
+
+
+def build_by_config(jobs: Sequence[tuple[KernelRecord, Any]], target: tvm.target.Target) -> list:
+    """``build_all`` over (record, schedule) pairs, one parallel build per distinct pass config; the built kernels
+    (or their exceptions) in the order given."""
+    built: list = [None] * len(jobs)
+    for config in {tuple(sorted(r.pass_config.items())) for r, _ in jobs}:
+        idx = [i for i, (r, _) in enumerate(jobs) if tuple(sorted(r.pass_config.items())) == config]
+        for i, kernel in zip(idx, build_all([jobs[i][1] for i in idx], target, dict(config))):
+            built[i] = kernel
+    return built
 
 
 def _line(trial: Trial) -> str:
