@@ -22,7 +22,10 @@ from tvm.s_tir import meta_schedule as ms
 
 from tirbench.core.machine import cuda_target
 from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
-from tirbench.schedules.conv.direct import conv2d_nchw_splitk_space
+from tirbench.schedules.common.decisions import with_decisions
+from tirbench.schedules.conv.direct import conv2d_nchw_splitk_space, splitk_decisions
+from tirbench.schedules.conv.records import NCHW_SPLITK
+from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm.simt import gemm_v5_space
@@ -60,6 +63,8 @@ class DesignSpace:
     mutator_probs: str | Callable[[], dict[ms.Mutator, float]] = "cuda"
     #: the postprocessors of a template space: MetaSchedule's "cuda" ones, or a factory for others
     postprocs: str | Callable[[], list[ms.Postproc]] = "cuda"
+    #: schedules of a workload in this space, measured and committed before the search (``tirbench.tuning.seeds``)
+    seeds: Callable[[Workload], list[s_tir.Schedule]] | None = None
 
     def require(self, wl: Workload) -> None:
         self.check(wl)
@@ -94,6 +99,14 @@ def v5_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
             for lanes, stages, prefetch, columns_outer in V5_SPACE_VARIANTS]
 
 
+def rules_seeds(wl: Workload) -> list[s_tir.Schedule]:
+    """The ``rules`` space's seeds: each split-K candidate the conv rules give ``wl``, as the split-K space's trace
+    with its tiles set to the candidate's."""
+    design = conv2d_nchw_splitk_space(s_tir.Schedule(wl.mod))
+    return [with_decisions(wl, design, splitk_decisions(s_tir.Schedule(wl.mod), dict(cand)))
+            for record in rule_records(wl) if record.name == NCHW_SPLITK.name for cand in record.candidates]
+
+
 def _any_workload(wl: Workload) -> None:
     """MetaSchedule's rules take any workload."""
 
@@ -109,6 +122,10 @@ def _require_template_conv(wl: Workload) -> None:
 
 def _require_splitk_conv(wl: Workload) -> None:
     require_nchw_fp32_conv(wl, param="space='splitk'")
+
+
+def _require_rules_conv(wl: Workload) -> None:
+    require_nchw_fp32_conv(wl, param="space='rules'")
 
 
 def _require_fp16_nhwc_conv(wl: Workload) -> None:
@@ -139,6 +156,10 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
     DesignSpace(name="splitk", description="fp32 NCHW conv2d at small batch: input channels split across blocks "
                 "(rfactor), tiles sampled", check=_require_splitk_conv, schedule_fn=conv2d_nchw_splitk_space,
                 pass_config=lambda wl: {}, db_suffix="_splitkspace", mutator_probs=_tile_mutators),
+    DesignSpace(name="rules", description="fp32 NCHW conv2d: the conv rules' split-K family, tiles sampled, the "
+                "search started from the rules' candidates (measured first, as seeds)", check=_require_rules_conv,
+                schedule_fn=conv2d_nchw_splitk_space, pass_config=lambda wl: {}, db_suffix="_rulesspace",
+                mutator_probs=_tile_mutators, seeds=rules_seeds),
     DesignSpace(name="wmma", description="fp16 NHWC conv2d: the implicit GEMM on wmma fragments whose shape "
                 "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
                 schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",

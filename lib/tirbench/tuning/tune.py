@@ -1,6 +1,7 @@
 """Tune in resumable chunks into a JSON database (``tirbench.tuning.database``) under ``results/tuning/``.
 
-Tuning adds records to the database, so a run that already has ``trials`` trials only opens it, and a run cut short
+A space with seeds (``rules``) has them measured and committed first (``tirbench.tuning.seeds``); they count as
+trials. Tuning adds records to the database, so a run that already has ``trials`` trials only opens it, and a run cut short
 resumes (a record cut off by the kill is dropped first). Each chunk prints trials done, trials per minute and the
 best rate so far (and moves a tqdm bar), appends its wall time to ``tuning_chunks.csv`` and its phases to
 ``tuning_phases.csv`` (``tirbench.tuning.logs``), and brings ``tuning_history.csv`` up to date
@@ -23,6 +24,7 @@ from tirbench.tuning.database import compact_database, open_database, repair_dat
 from tirbench.tuning.history import sync_history, trials_done, tuning_history
 from tirbench.tuning.logs import log_chunk, log_phases
 from tirbench.tuning.runners import make_local_runner
+from tirbench.tuning.seeds import seed_database
 from tirbench.tuning.spaces import DesignSpace, as_space, uses_tensor_cores
 from tirbench.workloads.base import Workload
 
@@ -95,6 +97,22 @@ def _finish_chunk(wl: Workload, work_dir: Path, space: DesignSpace, bar: BestBar
     return new
 
 
+def _seed(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.target.Target, bar: BestBar,
+          builder: ms.builder.Builder, runner: ms.runner.Runner) -> None:
+    """Before the first chunk of a space with seeds: measure and commit them (``seeds.seed_database``)."""
+    schedules = space.seeds(wl)
+    n = seed_database(wl, work_dir, schedules, space_generator=space.generator(wl), target=target, builder=builder,
+                      runner=runner)
+    sync_history(work_dir)
+    bar.update(n)
+    if (best := best_tflops(work_dir, wl.flops)) is not None:
+        bar.offer(best)
+    bar.write(f"[tuning] {_label(wl, space)}: {n} of {len(schedules)} seeds measured, best "
+              f"{'-' if best is None else f'{best:,.2f} TFLOP/s'}")
+    if n == 0:
+        raise RuntimeError(f"no seed of {_label(wl, space)} built and ran (see {work_dir / 'logs'})")
+
+
 def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
          target: tvm.target.Target | None = None, space: DesignSpace | str = "default", setup: str = "tuned",
          builder: ms.builder.Builder | None = None, runner: ms.runner.Runner | None = None) -> ms.database.JSONDatabase:
@@ -124,6 +142,9 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
         bar = bar or _open_bar(wl, work_dir, space, trials, done)
         builder = builder or make_builder(wl, space, setup)
         runner = runner or make_local_runner(setup)
+        if done == 0 and space.seeds is not None:
+            _seed(wl, work_dir, space, target, bar, builder, runner)
+            continue
         t0, offset = time.monotonic(), phases.log_size()
         _run_chunk(wl, work_dir, space, target, n, builder, runner)
         wall = time.monotonic() - t0

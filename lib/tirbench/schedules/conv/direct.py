@@ -184,6 +184,16 @@ def conv2d_nchw_splitk_space(sch: s_tir.Schedule) -> s_tir.Schedule:
     return sch
 
 
+def splitk_decisions(sch: s_tir.Schedule, cand: dict) -> list[list[int]]:
+    """The sampled tiles of ``conv2d_nchw_splitk_space`` that make it ``conv2d_nchw_splitk(**cand)``, in the order
+    the space samples them (input channels, output channels, output rows, output columns); ``sch``: the workload's."""
+    _, ext = _conv_block(sch, "NCHW")
+    (py, px), step = cand["block_pixels"], cand["step"]
+    return [[cand["split"], ext["c"] // cand["split"] // step, step],
+            [ext["k"] // cand["block_k"], cand["block_k"] // cand["thread_k"], cand["thread_k"]],
+            [ext["oh"] // py, py], [ext["ow"] // px, px]]
+
+
 def _splitk_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rc_factors: list, k_factors: list, y_factors: list,
                  x_factors: list) -> None:
     """The split-K nest on an NCHW "conv" block; factors are ints (None for the outermost) or sampled ExprRVs.
