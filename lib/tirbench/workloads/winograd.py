@@ -264,9 +264,9 @@ def _module(n: int, c: int, h: int, w: int, k: int, m: int, layout: str) -> tvm.
         for i0, i1, i2, i3 in T.grid(k, tiles, m, m):
             with T.sblock("output"):
                 vk, vp, vi, vj = T.axis.remap("SSSS", [i0, i1, i2, i3])
-                T.where(inside(*pixel(i1, i2 + 1, i3 + 1)[1:]))
                 img, row, col = T.meta_var(pixel(vp, vi + 1, vj + 1))
-                Y[at(img, vk, row, col)] = Z[vk, vp, vi, vj]
+                if inside(row, col):   # a condition in the body, not T.where: compute_at keeps it
+                    Y[at(img, vk, row, col)] = Z[vk, vp, vi, vj]
 
     return tvm.IRModule({"main": main})
 
