@@ -202,7 +202,7 @@ def _coefficient(mat: np.ndarray, i: tirx.PrimExpr, j: tirx.PrimExpr, a: tirx.Pr
     return _entry(mat, i, a) * _entry(mat, j, b)
 
 
-def _indexers(n: int, h: int, w: int, m: int, layout: str) -> tuple[Callable[..., tuple], ...]:
+def _indexers(h: int, w: int, m: int, layout: str) -> tuple[Callable[..., tuple], ...]:
     """Index helpers, evaluated while the script is parsed: ``pixel`` (tile p's pixel at (a, b) of its padded tile:
     image, row, column), ``at`` (an activation's indices in ``layout``), ``inside`` (whether a pixel is in the
     image)."""
@@ -227,7 +227,7 @@ def _module(n: int, c: int, h: int, w: int, k: int, m: int, layout: str) -> tvm.
     alpha, (th, tw) = m + 2, tiles_of(h, w, m)
     tiles = n * th * tw
     at_mat, _, bt_mat = transforms(m)
-    pixel, at, inside = _indexers(n, h, w, m, layout)
+    pixel, at, inside = _indexers(h, w, m, layout)
     x_shape, y_shape = stored_shape((n, c, h, w), layout), stored_shape((n, k, h, w), layout)
 
     @T.prim_func(s_tir=True)
