@@ -36,11 +36,11 @@ C_ROW_PAD = 8
 
 def padded_extents(sch: s_tir.Schedule, block: str, tiles: tuple[int, int, int],
                    params: tuple[str, str, str]) -> tuple[int, int, int]:
-    """The block's (m, n, k) extents rounded up to multiples of ``tiles`` (ValueError naming ``params`` for a tile
-    that is not a positive integer)."""
+    """The block's (m, n, k) extents (its last three loops; loops before them are batch loops) rounded up to
+    multiples of ``tiles`` (ValueError naming ``params`` for a tile that is not a positive integer)."""
     for tile, param in zip(tiles, params):
         require_positive_int(tile, param=param)
-    extents = (loop_extent(sch, loop) for loop in sch.get_loops(sch.get_sblock(block)))
+    extents = (loop_extent(sch, loop) for loop in sch.get_loops(sch.get_sblock(block))[-3:])
     return tuple(-(-extent // tile) * tile for extent, tile in zip(extents, tiles))
 
 
@@ -115,11 +115,13 @@ class Padding:
 def pad_to_tiles(sch: s_tir.Schedule, block: str, tiles: tuple[int, int, int], *,
                  shared_output: bool = False) -> Padding:
     """Pad the GEMM block's (m, n, k) iteration space up to multiples of ``tiles`` with ``pad_einsum`` where a tile
-    does not divide its extent; ``shared_output``: the padded C is put in shared memory (for
-    ``store_through_shared``). Returns the blocks to fold away once the helper has scheduled the padded block (an
-    empty ``Padding`` when every tile divides)."""
+    does not divide its extent; loops before the block's last three are batch loops (a batched GEMM), never padded.
+    ``shared_output``: the padded C is put in shared memory (for ``store_through_shared``). Returns the blocks to
+    fold away once the helper has scheduled the padded block (an empty ``Padding`` when every tile divides)."""
     blk = sch.get_sblock(block)
-    if all(loop_extent(sch, loop) % tile == 0 for loop, tile in zip(sch.get_loops(blk), tiles)):
+    loops = sch.get_loops(blk)
+    tiles = (1,) * (len(loops) - 3) + tuple(tiles)
+    if all(loop_extent(sch, loop) % tile == 0 for loop, tile in zip(loops, tiles)):
         return Padding()
     stmt = sch.get(blk)
     names = [region.source.name for region in (*stmt.reads, *stmt.writes)]

@@ -9,6 +9,7 @@ from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 
 #: The PassContext config of the wgmma / mma.sync kernels (cp.async; storage rewriting stays on for mma's "warp"
@@ -96,3 +97,19 @@ INT8_MMA = KernelRecord(
         {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
     ))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
+
+#: Winograd F(m x m, 3x3) fp32 (``conv2d_winograd``, NCHW or NHWC; m = 2 or 4 is the workload's, since the module
+#: differs): input transform, the batched GEMM through the v5 nest, output transform. The sweep: the GEMM ladder's
+#: 128x128 and 128x256 blocks for the batch-256 and batch-32 GEMMs (P = 4096 .. 12544 tiles), smaller blocks for
+#: the batch-1 layers, whose GEMMs have P = 4 .. 784 tiles (P and K not multiples of the block tile are padded).
+WINOGRAD = KernelRecord(
+    "winograd_simt", conv2d_winograd_simt,
+    {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
+     "threads": 256},
+    takes("batched_gemm", ("float32",), ("NCHW", "NHWC")), SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+    ))
