@@ -1,1 +1,1 @@
-"""Convolution: direct schedules (``direct``), AutoTVM's template as a space (``template``), implicit GEMM on tensor cores (``implicit_gemm``)."""
+"""Convolution: direct schedules (``direct``), AutoTVM's template as a space (``template``), implicit GEMM on tensor cores (``implicit_gemm``), fp32 NCHW / NHWC implicit GEMM on the v5 SIMT nest (``simt_gemm``)."""
