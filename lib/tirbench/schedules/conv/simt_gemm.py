@@ -10,10 +10,11 @@ through v5's transposed shared tile (4-byte ``cp.async`` copies), as the GEMM's 
   stored. The same reindexing as the fp16 kernels (``implicit_gemm.reindex_channels_last``).
 - NCHW: m = output channel, n = (image, output pixel), k = (c, r, s): A = the filter (K, C, R, S) = [K, C*R*S] as
   stored, B = im2col of X [C*R*S, N*OH*OW], C[f, (n, p)] = Y[n, f, p]. Pixels are contiguous in X and Y, output
-  channels are not, so the pixels take the columns. For a 1x1 stride-1 layer at batch 1, B is X itself. A float4
-  fill of B or store of C needs four pixels in one row of one image, 16-byte aligned and all inside (or all outside)
-  the padding; where TVM cannot prove that (OH*OW = 49, stride 2, a 3x3 window's shifted columns) it copies element
-  by element. The block's body multiplies B by A, so A is its second read (``a_read=1``).
+  channels are not, so the pixels take the columns. For a 1x1 stride-1 layer B is X itself, and its fill copies
+  16 bytes where OH*OW is a multiple of 4; every other B fill copies element by element: TVM 0.27 would emit 16-byte
+  ``cp.async`` copies from misaligned addresses (a 3x3 window without padding) or of the wrong, contiguous elements
+  (a strided ramp: stride 2, one pixel per image). C is stored 16 bytes at a time where OH*OW is a multiple of 4.
+  The block's body multiplies B by A, so A is its second read (``a_read=1``).
 
 Any shape: where a tile does not divide GEMM M, N or K, the GEMM helper pads the block to the tiles
 (``tirbench.schedules.common.padding``). The pad of A and B folds into their shared-memory fills, with im2col and the
