@@ -14,6 +14,8 @@ import shutil
 import pytest
 import tvm
 from test_any_shape import unproven_accesses, unproven_without_guards
+from tvm import s_tir
+
 from tirbench.bench.harness import run_checked
 from tirbench.core.build import build
 from tirbench.core.cuda_source import device_source, nvcc_report
@@ -27,7 +29,6 @@ from tirbench.schedules.conv.simt_gemm import (
     nhwc_as_gemm,
 )
 from tirbench.workloads import conv2d
-from tvm import s_tir
 
 RECORDS = {"NCHW": NCHW_GEMM, "NHWC": NHWC_GEMM}
 SHAPES = [(1, 3, 224, 224, 64, 7, 7, 2, 3), (7, 128, 28, 28, 128, 3, 3, 1, 1), (1, 64, 35, 35, 64, 3, 3, 1, 1),
