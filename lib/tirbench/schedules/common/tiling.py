@@ -158,7 +158,8 @@ def check_simt_tiles(extents: tuple[int, int, int], *, block_tile: tuple[int, in
 def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.LoopRV, ...],
                cols: tuple[s_tir.LoopRV, ...], k_loops: tuple[s_tir.LoopRV, s_tir.LoopRV], threads: int | None,
                vector: int, fragments: bool, stages: int, async_copy: bool, raster: int | s_tir.ExprRV,
-               prefetch: str = "none", columns_outer: bool = False, a_k_major: bool = False) -> None:
+               prefetch: str = "none", columns_outer: bool = False, a_k_major: bool = False, a_read: int = 0,
+               b_fill_vector: int | None = None) -> None:
     """The loop nest of ``gemm._simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``)
     and the implicit-GEMM convolution (``tirbench.schedules.conv.direct``).
 
@@ -166,7 +167,11 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
     ``threads=None``: the threads per block are not known while scheduling (sampled tile sizes), so the
     cooperative fetches are left to MetaSchedule's ``RewriteCooperativeFetch`` postprocessor. ``a_k_major``: the
     block's first read (A) is already stored k-major in global memory (a convolution's filter), so its shared tile
-    is a plain copy of float4 rows, with no transposed, padded layout.
+    is a plain copy of float4 rows, with no transposed, padded layout. ``a_read``: which of the block's two reads
+    is A (1 where the block multiplies B by A, as the NCHW convolution's does); the A tile is fetched first.
+    ``b_fill_vector``: the width of the B tile's copies (default ``vector``); 1 where B's rows are not known to be
+    16-byte aligned and contiguous in memory (an im2col whose kernel window shifts or strides them: TVM would still
+    emit 16-byte copies there).
     """
     (by, wy, ly, *ti), (bx, wx, lx, *tj), (ko, ki) = rows, cols, k_loops
     sch.reorder(by, bx, wy, wx, ly, lx, ko, ki, *ti, *tj)
@@ -175,11 +180,12 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
     sch.bind(tx, "threadIdx.x")
     c_local = sch.cache_write(blk, 0, "local")
     sch.reverse_compute_at(c_local, tx)
-    for idx in (0, 1):
+    operands = (a_read, 1 - a_read)
+    for idx in operands:
         tile = sch.cache_read(blk, idx, "shared.dyn")
         sch.compute_at(tile, ko)
-        vec = vector
-        if vector > 1 and idx == 0 and not a_k_major:
+        vec = vector if idx == a_read or b_fill_vector is None else b_fill_vector
+        if vector > 1 and idx == a_read and not a_k_major:
             sch.transform_layout(tile, ("write", 0), lambda r, c: (c, r))
             sch.storage_align(tile, 0, axis=0, factor=32, offset=vector)
             vec = 1 if async_copy else vector  # cp.async needs a contiguous destination
@@ -192,7 +198,7 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
         sch.vectorize(v)
         sch.unroll(fetch)
     if fragments:
-        for idx in (0, 1):
+        for idx in operands:
             frag = sch.cache_read(blk, idx, "local")
             sch.compute_at(frag, ki)
             sch.vectorize(sch.split(sch.get_loops(frag)[-1], factors=[None, vector])[1])

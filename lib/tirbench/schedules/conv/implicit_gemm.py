@@ -29,7 +29,9 @@ shared memory for it.
 """
 from __future__ import annotations
 
-from tvm import s_tir
+from collections.abc import Callable
+
+from tvm import s_tir, tirx
 from tvm.tirx import IndexMap
 
 from tirbench.core import lowering
@@ -60,12 +62,30 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
     if not int8 and not has_block(sch, "cast"):
         raise ValueError("tensor-core convolutions take float16 inputs: use conv2d(..., layout='NHWC', "
                          "dtype='float16')")
-    r, s, c, oh, ow = ext["r"], ext["s"], ext["c"], ext["oh"], ext["ow"]
+    reindex_channels_last(sch, blk, ext, channel_block=channel_block, filter_nk=int8)
+    sch.reverse_compute_inline(sch.get_sblock("epilogue" if int8 else "cast"))
+    out = sch.get_sblock("Yacc_reindex")
+    sch.transform_block_layout(out, lambda b, y, x, f: (pixel_index(ext)(b, y, x), f))
+    sch.set_scope(blk, 0, "shared.dyn")
+    return sch
+
+
+def pixel_index(ext: dict[str, int]) -> Callable[..., tirx.Expr]:
+    """(image, output row, output column) -> the output pixel's place in the batch, n * OH * OW + oh * OW + ow."""
+    oh, ow = ext["oh"], ext["ow"]
+    return lambda b, y, x: b * oh * ow + y * ow + x
+
+
+def reindex_channels_last(sch: s_tir.Schedule, blk: s_tir.SBlockRV, ext: dict[str, int], *, channel_block: int,
+                          filter_nk: bool) -> None:
+    """Reindex a channels-last "conv" block (NHWC, NC/32HW32) and its reads and write into GEMM shape: block loops
+    (pixel, output channel, k), A = im2col [pixel, k], B = the filter [k, K] (``filter_nk``: [K, k]), C = [pixel,
+    K]; k in (kernel row, channel block, kernel column, channel in block) order (the module docstring). The output
+    copy (block "<C's name>_reindex") is left in (image, row, column, channel) order."""
+    r, s, c = ext["r"], ext["s"], ext["c"]
     require_divides(c, channel_block, param="channel_block (the k tile)", axis="c (input channels)")
     cb = channel_block
-
-    def pixel(b, y, x):
-        return b * oh * ow + y * ow + x
+    pixel = pixel_index(ext)
 
     def k_index(ry, rx, rc):  # a 1-wide kernel axis gets no term (TVM's bijectivity check trips on it)
         return (ry * (c * s) if r > 1 else 0) + (rc // cb) * (s * cb) + (rx * cb if s > 1 else 0) + rc % cb
@@ -82,16 +102,11 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
 
     ndim = len(sch.get(blk).reads[0].source.shape)
     sch.transform_layout(blk, ("read", 0), IndexMap.from_func(a_index, ndim=ndim, index_dtype="int32"))
-    if int8:
+    if filter_nk:
         sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (f, k_index(ry, rx, rc)))
     else:
         sch.transform_layout(blk, ("read", 1), lambda f, ry, rx, rc: (k_index(ry, rx, rc), f))
     sch.transform_layout(blk, ("write", 0), lambda b, y, x, f: (pixel(b, y, x), f))
-    sch.reverse_compute_inline(sch.get_sblock("epilogue" if int8 else "cast"))
-    out = sch.get_sblock("Yacc_reindex")
-    sch.transform_block_layout(out, lambda b, y, x, f: (pixel(b, y, x), f))
-    sch.set_scope(blk, 0, "shared.dyn")
-    return sch
 
 
 def _inline_im2col(sch: s_tir.Schedule) -> None:

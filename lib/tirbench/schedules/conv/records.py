@@ -9,6 +9,7 @@ from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_nhwc_implicit_gemm
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 
@@ -49,6 +50,34 @@ NCHW_SPLITK = KernelRecord(
         {"split": 1, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 3},
         {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 16), "step": 1},
     ))
+
+#: fp32 implicit GEMM through the v5 nest, any shape (``conv.simt_gemm``). The sweeps run from 4x4-thread tiles of
+#: 32 x 64 / 64 x 32 / 64 x 64 (more blocks for batch-1 layers of 49 to 3136 pixels and many channels) to the
+#: GEMM ladder's 128 x 128 and 128 x 256 (batch 32 and up); NCHW's rows are output channels, its columns pixels,
+#: NHWC's the other way round.
+SIMT_GEMM_DEFAULTS = {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16,
+                      "stages": 3}
+NCHW_GEMM = KernelRecord(
+    "nchw_gemm", conv2d_nchw_implicit_gemm, SIMT_GEMM_DEFAULTS, takes("conv", ("float32",), ("NCHW",)),
+    SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+    ))
+NHWC_GEMM = KernelRecord(
+    "nhwc_gemm", conv2d_nhwc_implicit_gemm, SIMT_GEMM_DEFAULTS, takes("conv", ("float32",), ("NHWC",)),
+    SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 128), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+    ))
+SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
 
 FP16_NHWC = takes("conv", ("float16",), ("NHWC",))
 #: fp16 implicit GEMM on wgmma: wide tiles with the overlapped pipeline for the large GEMMs, 64-row tiles where

@@ -73,7 +73,8 @@ def gemm_v1_local(sch: s_tir.Schedule, *, thread_tile: tuple[int, int] = (8, 8),
 def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int] | None,
           thread_tile: tuple[int, int], tile_k: int, vector: int = 1, fragments: bool = False,
           stages: int = 1, async_copy: bool = False, raster: int = 1, prefetch: str = "none",
-          columns_outer: bool = False) -> s_tir.Schedule:
+          columns_outer: bool = False, block: str = "C", a_read: int = 0,
+          b_fill_vector: int | None = None) -> s_tir.Schedule:
     """Shared-memory tiled SIMT GEMM; v2..v5 switch its features on one by one.
 
     Each thread accumulates a ``thread_tile`` of C in registers. Threads are laid out row-major over the block
@@ -86,7 +87,9 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     copies overlapping this tile's math; ``async_copy``: by cp.async (4-byte copies for the transposed A).
     ``raster``: the block order (see ``bind_blocks``). ``prefetch``: see ``PREFETCH`` (needs ``fragments``).
     ``columns_outer``: a thread's multiply-adds run column by column instead of row by row (the same FFMAs in
-    another order, which changes nvcc's register allocation: see ``gemm_v5_warp_tiled``).
+    another order, which changes nvcc's register allocation: see ``gemm_v5_warp_tiled``). ``block``: the GEMM-shaped
+    block to schedule; ``a_read`` / ``b_fill_vector``: which of its reads is A, how wide B's copies are (see
+    ``simt_nest``).
 
     Any m, n, k: a shape the tiles do not divide is padded to them (``tirbench.schedules.common.padding``): the shared-memory
     fills become predicated (zero-filling cp.async where asynchronous) and each store of C from registers predicated.
@@ -94,20 +97,20 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     divisible shapes compile as without padding.
     """
     tiles = (*block_tile, tile_k)
-    extents = padded_extents(sch, "C", tiles, ("block_tile[0]", "block_tile[1]", "tile_k"))
+    extents = padded_extents(sch, block, tiles, ("block_tile[0]", "block_tile[1]", "tile_k"))
     threads = check_simt_tiles(extents, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
                                tile_k=tile_k, vector=vector, stages=stages, raster=raster, prefetch=prefetch)
-    padding = pad_to_tiles(sch, "C", tiles)
+    padding = pad_to_tiles(sch, block, tiles)
     (bm, bn), (tm, tn) = block_tile, thread_tile
     wm, wn = warp_tile or block_tile
-    blk = sch.get_sblock("C")
+    blk = sch.get_sblock(block)
     i, j, kk = sch.get_loops(blk)
     by, wy, ly, ti = sch.split(i, factors=[None, bm // wm, wm // tm, tm])
     bx, wx, lx, tj = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
     ko, ki = sch.split(kk, factors=[None, tile_k])
     simt_nest(sch, blk, rows=(by, wy, ly, ti), cols=(bx, wx, lx, tj), k_loops=(ko, ki), threads=threads,
                vector=vector, fragments=fragments, stages=stages, async_copy=async_copy, raster=raster,
-               prefetch=prefetch, columns_outer=columns_outer)
+               prefetch=prefetch, columns_outer=columns_outer, a_read=a_read, b_fill_vector=b_fill_vector)
     padding.store_direct(sch)
     return sch
 
@@ -140,7 +143,8 @@ def gemm_v4_pipelined(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                        warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                        tile_k: int = 8, stages: int = 3, async_copy: bool = True,
-                       raster: int = 1, prefetch: str = "none", columns_outer: bool = False) -> s_tir.Schedule:
+                       raster: int = 1, prefetch: str = "none", columns_outer: bool = False, block: str = "C",
+                       a_read: int = 0, b_fill_vector: int | None = None) -> s_tir.Schedule:
     """v4 with a block -> warps -> threads hierarchy: each warp's 32 threads cover a compact ``warp_tile``
     (default 8 x 4 threads of 8x8 outputs = 64x32), so a warp reads fewer distinct A/B values from shared
     memory per k step (96 instead of 144 floats for the v4 layout). ``raster``: blocks ordered in groups of
@@ -148,10 +152,12 @@ def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
     ``columns_outer``: each thread's multiply-adds column by column (faster on an H100 at 4096^3 for the same tiles:
     the same FFMAs in another order, so nvcc's register allocation, which Nsight's dispatch stalls point at;
     ``docs/notes-gemm.md``).
-    Any m, n, k: shapes the tiles do not divide are padded to them, at the costs ``_simt`` lists."""
+    Any m, n, k: shapes the tiles do not divide are padded to them, at the costs ``_simt`` lists. ``block``,
+    ``a_read``, ``b_fill_vector``: another GEMM-shaped block, which of its reads is A and how wide B's copies are
+    (the implicit-GEMM convolutions; see ``simt_nest``)."""
     return _simt(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
                  vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch,
-                 columns_outer=columns_outer)
+                 columns_outer=columns_outer, block=block, a_read=a_read, b_fill_vector=b_fill_vector)
 
 
 def gemm_v5_space(sch: s_tir.Schedule, *, lanes: tuple[int, int] = (8, 4), stages: int = 3, prefetch: str = "none",
