@@ -9,7 +9,8 @@ import tvm
 
 from tirbench.bench.choose import Choice, Choices, offered
 from tirbench.core.cuda_source import device_source, nvcc_report
-from tirbench.schedules.conv.rules import SMS, GemmView, gemm_view, rule_records, splitk_candidates
+from tirbench.schedules.conv.records import WINOGRAD
+from tirbench.schedules.conv.rules import SMS, GemmView, gemm_view, rule_records, splitk_candidates, winograd_forms
 from tirbench.workloads import conv2d, gemm
 from tirbench.workloads.resnet50 import RESNET50, resnet50_layers
 
@@ -33,18 +34,41 @@ def test_gemm_view_and_fill():
 
 
 @pytest.mark.parametrize("shape", ODD, ids=["stem", "c96", "35x35", "batch7", "1x1s2"])
-def test_every_split_k_candidate_fits_the_layer(shape):
+def test_every_fp32_candidate_fits_the_layer(shape):
     wl = conv2d(*shape)
+    records = rule_records(wl)
+    assert [r.name for r in records] == ["nchw_splitk", "nchw_gemm"]
+    assert 1 <= len(records[0].candidates) <= 5 and 1 <= len(records[1].candidates) <= 4
+    for record in records:
+        for cand in record.candidates:
+            record.apply(wl, cand)   # a one-line ValueError would fail the test
+
+
+def test_fp32_nhwc_layers_get_the_implicit_gemm():
+    wl = conv2d(*ODD[3], layout="NHWC")
     (record,) = rule_records(wl)
-    assert record.name == "nchw_splitk" and 1 <= len(record.candidates) <= 5
-    for cand in record.candidates:
-        record.apply(wl, cand)   # a one-line ValueError would fail the test
+    assert record.name == "nhwc_gemm" and record.candidates
+    record.apply(wl, record.candidates[0])
+
+
+def test_winograd_forms_only_for_3x3_stride_1_fp32_and_a_recorded_winograd_choice_is_offered():
+    wl = conv2d(1, 256, 14, 14, 256, 3, 3, 1, 1)
+    forms = winograd_forms(wl)
+    assert [f.sizes["m"] for f in forms] == [2, 4] and all(f.name == "conv2d_winograd" for f in forms)
+    assert all(f.flops == wl.flops for f in forms)   # rates compare with the direct kernels'
+    for shape in (ODD[0], ODD[4]):   # 7x7 stride 2, 1x1 stride 2
+        assert winograd_forms(conv2d(*shape)) == []
+    assert winograd_forms(conv2d(32, 64, 56, 56, 64, 3, 3, 1, 1, layout="NHWC", dtype="float16")) == []
+    cand = dict(WINOGRAD.candidates[-1])
+    form, record, params = offered(wl, Choice(WINOGRAD.name, {"m": 4, **cand}, 1.0))
+    assert form.sizes["m"] == 4 and params == cand and record.candidates == (cand,)
+    assert offered(wl, Choice(WINOGRAD.name, {"m": 3, **cand}, 1.0)) is None
 
 
 @pytest.mark.parametrize("shape", [ODD[0], ODD[2]], ids=["stem", "35x35"])
 def test_the_rules_first_fp32_candidate_compiles_for_sm90a(shape):
     wl = conv2d(*shape)
-    (record,) = rule_records(wl)
+    record = rule_records(wl)[0]
     src = device_source(record.apply(wl, record.candidates[0]), CUDA, record.pass_config)
     assert any("registers" in line for line in nvcc_report(src))
 
@@ -80,7 +104,7 @@ def test_choices_round_trip_and_replay_only_what_the_rules_offer(tmp_path):
     choices.write(tmp_path / "choices.csv")
     back = Choices(tmp_path / "choices.csv").recorded(wl)
     assert back == Choice(record.name, dict(record.candidates[0]), 3.2)   # rules_s kept to 0.1 s
-    assert offered(wl, back).candidates == (back.params,)
+    assert offered(wl, back)[1].candidates == (back.params,)
     assert offered(wl, Choice(record.name, {**back.params, "split": 3}, 1.0)) is None   # no longer offered
     assert Choices(tmp_path / "none.csv").recorded(wl) is None
 
@@ -89,7 +113,7 @@ def test_the_split_k_candidates_of_the_3x3_layer_at_56_do_not_spill():
     """Above 256 threads ptxas kept these kernels to 32 registers and spilled ~1 KB a thread (250 us vs 47 us on an
     H100); the rules' candidates now stay within what it compiles without spilling more than a few words."""
     wl = conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1)
-    (record,) = rule_records(wl)
+    record = rule_records(wl)[0]
     for cand in record.candidates:
         report = " ".join(nvcc_report(device_source(record.apply(wl, cand), CUDA)))
         spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", report)]

@@ -23,7 +23,8 @@ LAYERS = [(1, 64, 56, 56, 64, 3, 3, 1, 1), (1, 3, 224, 224, 64, 7, 7, 2, 3), (1,
 @pytest.mark.parametrize("shape", LAYERS, ids=["3x3@56", "stem", "35x35"])
 def test_each_seed_is_the_rules_hand_candidate(shape):
     wl = conv2d(*shape)
-    (record,) = rule_records(wl)
+    record = rule_records(wl)[0]
+    assert record.name == "nchw_splitk"
     seeds = rules_seeds(wl)
     assert len(seeds) == len(record.candidates) >= 1
     for seed, cand in zip(seeds, record.candidates):

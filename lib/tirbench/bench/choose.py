@@ -3,7 +3,9 @@ verified one; ``Choices`` records what was chosen (``choices.csv`` beside the no
 run replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
 
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
-layer is chosen again, live.
+layer is chosen again, live. Where the rules also give the layer as another workload (Winograd: ``winograd_forms``),
+those are swept too; a Winograd choice keeps its ``m`` among its parameters, and its measurement is reported on the
+layer's own workload (same shape, same flop count).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import ast
 import csv
 import io
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -21,7 +23,8 @@ from tirbench.bench.harness import Measurement, verify_then_time
 from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep
 from tirbench.core.atomic import write_atomic
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv.rules import rule_records
+from tirbench.schedules.conv.records import WINOGRAD
+from tirbench.schedules.conv.rules import rule_records, winograd_forms
 from tirbench.workloads.base import Workload
 
 #: The columns of ``choices.csv``.
@@ -44,14 +47,30 @@ def _key(wl: Workload) -> tuple[str, str, str]:
     return (wl.dtype, wl.layout, wl.shape)
 
 
+def _forms(wl: Workload) -> list[tuple[Workload, list[KernelRecord], dict[str, Any]]]:
+    """The workloads the rules sweep for ``wl``: itself with its families, and each Winograd form with ``WINOGRAD``
+    (and the ``m`` a choice of it records)."""
+    return [(wl, rule_records(wl), {})] + [(form, [WINOGRAD], {"m": form.sizes["m"]}) for form in winograd_forms(wl)]
+
+
+def _as_layer(m: Measurement, wl: Workload) -> Measurement:
+    """A measurement of another form of the layer, reported on the layer's workload."""
+    return m if m.workload is wl else replace(m, workload=wl)
+
+
 def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) -> Choice:
-    """Sweep the rules' candidates for ``wl``; the fastest verified one (SweepError when none verifies)."""
+    """Sweep the rules' candidates for ``wl`` (and its other forms); the fastest verified one (SweepError when none
+    verifies)."""
     start = time.perf_counter()
-    result = sweep(wl, rule_records(wl), target=target, repeats=repeats, seed=seed)
-    best = result.best_trial()
+    best, extra = None, {}
+    for form, records, params in _forms(wl):
+        trial = sweep(form, records, target=target, repeats=repeats, seed=seed).best_trial()
+        if trial and (best is None or trial.measurement.timing.median_ms < best.measurement.timing.median_ms):
+            best, extra = trial, params
     if best is None:
         raise SweepError(f"the conv rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
-    return Choice(best.record.name, dict(best.overrides), time.perf_counter() - start, best.measurement)
+    return Choice(best.record.name, {**extra, **best.overrides}, time.perf_counter() - start,
+                  _as_layer(best.measurement, wl))
 
 
 class Choices:
@@ -82,11 +101,16 @@ class Choices:
         write_atomic(path, buf.getvalue().encode())
 
 
-def offered(wl: Workload, recorded: Choice) -> KernelRecord | None:
-    """The rules' family for ``wl`` that still offers the ``recorded`` choice, narrowed to it; None if none does."""
-    for record in rule_records(wl):
-        if record.name == recorded.kernel and dict(recorded.params) in [dict(c) for c in record.candidates]:
-            return record.with_candidates((recorded.params,))
+def offered(wl: Workload, recorded: Choice) -> tuple[Workload, KernelRecord, dict[str, Any]] | None:
+    """The form of ``wl`` and the rules' family that still offer the ``recorded`` choice, the family narrowed to it,
+    and the parameters to schedule it with; None if none does."""
+    for form, records, extra in _forms(wl):
+        params = {k: v for k, v in recorded.params.items() if k not in extra}
+        if any(recorded.params.get(k) != v for k, v in extra.items()):
+            continue
+        for record in records:
+            if record.name == recorded.kernel and params in [dict(c) for c in record.candidates]:
+                return form, record.with_candidates((params,)), params
     return None
 
 
@@ -97,20 +121,21 @@ def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.
     jobs = []
     for i, wl in enumerate(wls):
         recorded = choices.recorded(wl)
-        record = recorded and offered(wl, recorded)
-        if record:
-            jobs.append((i, recorded, record, record.apply(wl, recorded.params)))
+        found = recorded and offered(wl, recorded)
+        if found:
+            form, record, params = found
+            jobs.append((i, recorded, form, record, record.apply(form, params)))
     out: list[Choice | None] = [None] * len(wls)
-    for (i, recorded, record, _), kernel in zip(jobs, build_by_config([(j[2], j[3]) for j in jobs], target)):
+    for (i, recorded, form, record, _), kernel in zip(jobs, build_by_config([(j[3], j[4]) for j in jobs], target)):
         try:
             if isinstance(kernel, Exception):
                 raise kernel
-            m = verify_then_time(wls[i], kernel, variant=record.name, repeats=repeats, seed=seed, target=target)
+            m = verify_then_time(form, kernel, variant=record.name, repeats=repeats, seed=seed, target=target)
         except Exception as err:  # noqa: BLE001 - a recorded choice that no longer builds or verifies
             print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed "
                   f"({one_line(err)}): choosing again")
             continue
-        out[i] = Choice(recorded.kernel, recorded.params, recorded.rules_s, m, True)
+        out[i] = Choice(recorded.kernel, recorded.params, recorded.rules_s, _as_layer(m, wls[i]), True)
     return out
 
 

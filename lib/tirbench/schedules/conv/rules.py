@@ -9,7 +9,11 @@ a few. No tuning: a layer is one sweep.
 - float32 NCHW: split-K direct convolution (``NCHW_SPLITK``): slices of the input channels, output-channel
   blocks, output-pixel blocks; every factor a divisor of its axis (any H, W, C, K), ranked by blocks per SM and
   by the reuse of each shared-memory tile.
+  And the implicit GEMM on the v5 nest (``NCHW_GEMM``: output channels x output pixels), tiles ranked by fill.
+- float32 NHWC: the implicit GEMM on the v5 nest (``NHWC_GEMM``: output pixels x output channels).
 - float32 HWCN: the implicit GEMM on the v5 nest (``HWCN_HOPPER``), its candidates as recorded.
+- float32 3x3, stride 1, pad 1 (NCHW, NHWC): also Winograd F(2x2) and F(4x4) (``winograd_forms``), another workload
+  of the same layer (it takes the transformed filter), swept beside the direct families by ``bench.choose``.
 - float16 NHWC: the implicit GEMM on wgmma and on mma.sync (``NHWC_WGMMA``, ``NHWC_MMA``): tiles ranked by how
   evenly their blocks fill the last wave and how little of them is padding.
 - int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``).
@@ -22,9 +26,11 @@ from typing import Any, Mapping
 
 from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv.records import INT8_MMA, INT8_WGMMA, NCHW_SPLITK, NHWC_MMA, NHWC_WGMMA, HWCN_HOPPER
+from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_WGMMA, NCHW_GEMM, NCHW_SPLITK, NHWC_GEMM,
+                                             NHWC_MMA, NHWC_WGMMA)
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d import output_size
+from tirbench.workloads.winograd import conv2d_winograd
 
 #: Streaming multiprocessors of the GPU the cost model assumes (H100 SXM; the H200 has as many).
 SMS = 132
@@ -32,13 +38,15 @@ SMS = 132
 KEEP = 4
 #: Static shared memory a SIMT kernel may use per block (bytes).
 SHARED_LIMIT = 48 * 1024
-#: Most threads a split-K block may have, and most multiply-adds in its unrolled step body (``step`` x R x S x
-#: ``thread_k``): above either, ptxas 13 (sm_90a) keeps such kernels to 32 registers and spills about 1 KB per
-#: thread, or hoists every shared-memory load of the body into registers and spills. Measured with
-#: ``nvcc -Xptxas -v`` on ResNet-50's 3x3 layer at 56x56: (7, 7), (7, 14) and (14, 14) pixel blocks of 392-784
-#: threads spill 1.0-2.6 KB and run at 250 us on an H100, (8, 8) blocks of 256 threads spill 8 bytes and run at 47 us.
-MAX_SPLITK_THREADS = 256
+#: Most threads a split-K block may have; most multiply-adds in its unrolled step body (``step`` x R x S x
+#: ``thread_k``); and most of both together (threads x body). ptxas 13 (sm_90a) hoists every shared-memory load of
+#: the unrolled body into registers: past these, it keeps a block to 32 registers a thread and spills 1-2.6 KB.
+#: Measured with ``nvcc -Xptxas -v`` on ResNet-50's 3x3 layer at 56x56: blocks of 392-784 threads with a 288-FMA
+#: body spill 1.0-2.6 KB and run at 250 us on an H100; 256 threads with that body spill 8 bytes and run at 47 us;
+#: 392-512 threads with a 144-FMA body (thread_k 2) take 128 registers and do not spill.
+MAX_SPLITK_THREADS = 512
 MAX_SPLITK_BODY = 288
+MAX_SPLITK_UNROLLED = 256 * 288
 
 
 @dataclass(frozen=True)
@@ -99,11 +107,12 @@ def _fits(z: Mapping[str, int], oh: int, ow: int, cand: Mapping[str, Any]) -> bo
     return (z["k"] % cand["block_k"] == 0 and cand["block_k"] % cand["thread_k"] == 0 and oh % py == 0
             and ow % px == 0 and z["c"] % cand["split"] == 0 and z["c"] // cand["split"] % cand["step"] == 0
             and 32 <= threads <= MAX_SPLITK_THREADS and body <= MAX_SPLITK_BODY
+            and threads * body <= MAX_SPLITK_UNROLLED
             and _splitk_shared_bytes(z, cand) <= SHARED_LIMIT)
 
 
 def _splitk_pool(z: Mapping[str, int], oh: int, ow: int) -> list[dict[str, Any]]:
-    """Every split-K tiling the rules consider: each factor a divisor of its axis, 64-256 threads in whole warps."""
+    """Every split-K tiling the rules consider: each factor a divisor of its axis, 64-512 threads in whole warps."""
     pool = []
     for block_k in (d for d in (8, 16, 32, 64) if z["k"] % d == 0):
         for thread_k in (d for d in (1, 2, 4, 8) if block_k % d == 0):
@@ -114,7 +123,8 @@ def _splitk_pool(z: Mapping[str, int], oh: int, ow: int) -> list[dict[str, Any]]
                         continue
                     for split in _divisors(z["c"], 64):
                         steps = [d for d in (8, 4, 2, 1) if z["c"] // split % d == 0
-                                 and d * z["r"] * z["s"] * thread_k <= MAX_SPLITK_BODY]
+                                 and d * z["r"] * z["s"] * thread_k <= MAX_SPLITK_BODY
+                                 and threads * d * z["r"] * z["s"] * thread_k <= MAX_SPLITK_UNROLLED]
                         if not steps:
                             continue
                         step = steps[0]
@@ -145,10 +155,11 @@ def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
     return tuple(cand.get("block_tile", record.defaults["block_tile"]))
 
 
-def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
+def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *,
+                 view: GemmView | None = None) -> tuple[Mapping[str, Any], ...]:
     """The ``keep`` best of ``record``'s recorded candidates that take ``wl`` (schedule without a ValueError), best
-    first by ``GemmView.fill`` (ties: the larger tile)."""
-    view = gemm_view(wl)
+    first by ``view.fill`` (default ``gemm_view(wl)``, rows = output pixels; ties: the larger tile)."""
+    view = view or gemm_view(wl)
 
     def key(cand: Mapping[str, Any]) -> tuple[float, int]:
         bm, bn = _tile(cand, record)
@@ -165,11 +176,16 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     """The kernel families that take ``wl``, each with its ``keep`` best candidates for it (see the module
     docstring); a one-line ValueError for a workload no family takes."""
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
-        cands = splitk_candidates(wl, keep)
-        if not cands:
-            raise ValueError(f"no split-K tiling fits conv2d {wl.shape}: every one needs more than "
-                             f"{SHARED_LIMIT} bytes of shared memory or an odd thread count")
-        return [NCHW_SPLITK.with_candidates(cands)]
+        v = gemm_view(wl)   # NCHW_GEMM's rows are output channels, its columns output pixels
+        records = [r for r in (NCHW_SPLITK.with_candidates(splitk_candidates(wl, keep)),
+                               NCHW_GEMM.with_candidates(ranked_tiles(wl, NCHW_GEMM, keep,
+                                                                      view=GemmView(v.n, v.m, v.k))))
+                   if r.candidates]
+        if not records:
+            raise ValueError(f"no split-K tiling or implicit-GEMM tile fits conv2d {wl.shape}")
+        return records
+    if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NHWC":
+        return [NHWC_GEMM.with_candidates(ranked_tiles(wl, NHWC_GEMM, keep))]
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "HWCN":
         return [HWCN_HOPPER]
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
@@ -178,9 +194,20 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
         families = (INT8_WGMMA, INT8_MMA)
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
-                         f"NCHW or HWCN, float16 NHWC, and conv2d_int8")
+                         f"NCHW, NHWC or HWCN, float16 NHWC, and conv2d_int8")
     records = [f.with_candidates(cands) for f in families if (cands := ranked_tiles(wl, f, keep))]
     if not records:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes {wl.name} {wl.shape}: "
                          f"{refusal(lambda: families[-1].apply(wl))}")
     return records
+
+
+def winograd_forms(wl: Workload) -> list[Workload]:
+    """The same layer computed by Winograd F(2x2, 3x3) and F(4x4, 3x3) (``conv2d_winograd``, family ``WINOGRAD``),
+    where it applies: a float32 NCHW or NHWC 3x3 convolution of stride 1 and padding 1; else none. The filter
+    transform is outside the timed kernel (done once per filter, as for cuDNN's)."""
+    z = wl.sizes
+    if (wl.name, wl.dtype) != ("conv2d", "float32") or wl.layout not in ("NCHW", "NHWC") or \
+            (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1):
+        return []
+    return [conv2d_winograd(z["n"], z["c"], z["h"], z["w"], z["k"], m=m, layout=wl.layout) for m in (2, 4)]
