@@ -155,7 +155,7 @@ REGISTRY_WORKLOADS = {"gemm fp32": WL, "gemm fp16": gemm(256, 256, 256, "float16
                       "conv NHWC": conv2d(1, 512, 7, 7, 512, layout="NHWC"),
                       "conv NHWC fp16": conv2d(32, 64, 7, 7, 64, layout="NHWC", dtype="float16")}
 ACCEPTS = {"default": set(REGISTRY_WORKLOADS), "v5": {"gemm fp32"}, "template": {"conv NCHW"},
-           "splitk": {"conv NCHW"}, "wmma": {"conv NHWC fp16"}}
+           "splitk": {"conv NCHW"}, "rules": {"conv NCHW"}, "wmma": {"conv NHWC fp16"}}
 
 
 @pytest.mark.parametrize("space", list(SPACES))
