@@ -14,7 +14,8 @@ from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
 from tirbench.core.machine import cpu_target
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
-from tirbench.schedules.gemm.records import LADDER, V0_NAIVE, V5_WARP_TILED, V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA
+from tirbench.schedules.gemm.records import (LADDER, V0_NAIVE, V5_WARP_TILED, V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA,
+                                            V9_TMA_WS)
 from tirbench.schedules.gemm.simt import (
     gemm_v0_naive,
     gemm_v1_local,
@@ -24,6 +25,7 @@ from tirbench.schedules.gemm.simt import (
     gemm_v5_warp_tiled,
 )
 from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
 
@@ -39,6 +41,10 @@ EXPECTED = {
     "v7_mma_ldmatrix": ("__shared__", "mma.sync.aligned.m16n8k16", "ldmatrix.sync", "cp.async.cg.shared.global"),
     "v8_wgmma": ("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.fence", "wgmma.commit_group",
                  "wgmma.wait_group", "fence.proxy.async", "cp.async.cg.shared.global", "float2"),
+    "v9_tma_ws": ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                  "cp.async.bulk.tensor.3d", "CUtensorMap", "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx",
+                  "setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32",
+                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "float2"),
 }
 
 
@@ -262,3 +268,30 @@ def test_v5_ffma_order(columns_outer, second):
         src = device_source(sch)
     updates = re.findall(r"C_local_ptr\[\d+\] = \(C_local_ptr", src)
     assert updates[0].startswith("C_local_ptr[0] = ") and updates[1].startswith(second)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"block_tile": (128, 256), "stages": 5}, r"need 245840 bytes of shared memory per block \(TMA ring\)"),
+    ({"block_tile": (192, 128)}, "each of the 2 consumer warpgroups owns 64 rows, so it must be 128"),
+    ({"block_tile": (128, 512)}, "one wgmma covers at most N=256 columns"),
+    ({"block_tile": (128, 96)}, "block_tile\\[1\\]=96 does not divide n=1024"),
+    ({"persistent_ctas": -1}, "persistent_ctas=-1"),
+])
+def test_v9_bad_parameters_one_line(params, message):
+    with pytest.raises(ValueError, match=message) as err:
+        V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), params)
+    assert "\n" not in str(err.value)
+
+
+def test_v9_refuses_fp32_and_k_not_a_multiple_of_64():
+    with pytest.raises(ValueError, match="takes float16 inputs"):
+        gemm_v9_tma_ws(_sch("float32"))
+    with pytest.raises(ValueError, match="does not divide k=1000"):
+        gemm_v9_tma_ws(s_tir.Schedule(gemm(1024, 1024, 1000, "float16").mod))
+
+
+def test_v9_is_a_tirx_kernel_with_a_tma_map_per_operand():
+    src = device_source(V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), {"block_tile": (128, 64)}))
+    kernel = src[src.index('extern "C" __global__'):]
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 2   # A and B, encoded on the host
+    assert "cp.async.cg" not in src   # no per-thread copies: the tiles arrive by TMA

@@ -1,7 +1,7 @@
 """Verify, then time: build a kernel, check it against the numpy reference, and only then measure it.
 
-TVM kernels are timed with ``time_evaluator`` (one launch per repeat, CUDA events, L2 flushed before each
-repeat by ``f_preproc``); torch/cuBLAS baselines with CUDA events under the same rules, in the same run.
+On a GPU, TVM kernels and the torch/cuBLAS/cuDNN baselines are timed by the same function (``time_launches``: one
+launch per repeat between CUDA events, L2 flushed before each), in the same run.
 A kernel whose output does not match raises AssertionError and gets no number.
 """
 from __future__ import annotations
@@ -23,9 +23,6 @@ from tirbench.core.machine import cpu_target, cuda_target, has_cuda_gpu
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.workloads.base import Workload
 
-#: Name of the global function registered below; passed as ``f_preproc`` to ``time_evaluator``. (Older TVM
-#: shipped "l2_cache_flush_cuda"; the 0.27 wheel does not, so the harness registers its own.)
-L2_FLUSH_FUNC = "tirbench.l2_flush_cuda"
 #: Bytes written between timed repeats: several times the L2 of an H100 (50 MB) or H200 (60 MB).
 L2_FLUSH_BYTES = 256 << 20
 
@@ -204,24 +201,16 @@ def l2_flush(device_id: int = 0) -> Callable[[], None]:
     return lambda: ex["main"](*bufs)
 
 
-@functools.cache
-def _register_l2_flush() -> str:
-    """Register ``L2_FLUSH_FUNC``: a TVM kernel that rewrites a 256 MiB device buffer (evicting L2)."""
-    flush = l2_flush()
-
-    @tvm.register_global_func(L2_FLUSH_FUNC, override=True)
-    def _flush(*_args):  # called by time_evaluator with the timed function's arguments; ignores them
-        flush()
-
-    return L2_FLUSH_FUNC
-
-
 def time_executable(ex: Built, dev: tvm.runtime.Device, args: Sequence[tvm.runtime.Tensor], *,
                     repeats: int) -> Timing:
-    """Per-launch times of ``ex['main'](*args)``: one launch per repeat, L2 flushed before each (CUDA)."""
-    flush = _register_l2_flush() if dev.dlpack_device_type() == tvm.cuda(0).dlpack_device_type() else ""
+    """Per-launch times of ``ex['main'](*args)``: on a GPU as ``time_launches`` times the vendor libraries (L2
+    flushed before each launch, no sync between flush and launch, so the host's launch cost is not counted for
+    either side); on the CPU ``time_evaluator``, one call per repeat."""
     mod = ex.mod if isinstance(ex, tvm.runtime.Executable) else ex
-    evaluator = mod.time_evaluator("main", dev, number=1, repeat=repeats, min_repeat_ms=0, f_preproc=flush)
+    if dev.dlpack_device_type() == tvm.cuda(0).dlpack_device_type():
+        main = mod["main"]
+        return time_launches(lambda: main(*args), repeats=repeats)
+    evaluator = mod.time_evaluator("main", dev, number=1, repeat=repeats, min_repeat_ms=0)
     return Timing.from_seconds(evaluator(*args).results)
 
 
@@ -259,19 +248,26 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
 
 
 def time_torch(fn: Callable[..., "object"], tensors: Sequence["object"], *, repeats: int) -> Timing:
-    """``fn(*tensors)`` timed with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each
-    (L2 flush), after 3 warm-up calls."""
+    """``fn(*tensors)`` timed as ``time_launches`` times every GPU kernel."""
+    return time_launches(lambda: fn(*tensors), repeats=repeats)
+
+
+def time_launches(launch: Callable[[], object], *, repeats: int) -> Timing:
+    """``launch()`` timed with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each (L2
+    flush), after 3 warm-up calls. Nothing waits between the flush and the launch: the host prepares the launch while
+    the GPU flushes, so what is timed is the GPU's time (TVM's ``time_evaluator`` syncs first and so also counts the
+    host's launch cost: about 15 us for a kernel whose TMA descriptors are encoded at each call)."""
     import torch
 
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     for _ in range(3):
-        fn(*tensors)
+        launch()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for start, end in zip(starts, ends):
         flush.add_(1.0)
         start.record()
-        fn(*tensors)
+        launch()
         end.record()
     torch.cuda.synchronize()
     return Timing.from_seconds([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)])

@@ -18,10 +18,11 @@ from tirbench.core import lowering
 def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target,
           pass_config: dict[str, object] | None = None) -> tvm.runtime.Executable:
     """``tvm.compile`` a schedule's module (or a module) for ``target``, under ``pass_config`` if given, with the
-    suite's TIR pipeline (``tirbench.core.lowering``: TVM's default plus zero-filling cp.async for int8 tiles)."""
+    suite's TIR pipeline (``tirbench.core.lowering``: TVM's default plus zero-filling cp.async for int8 tiles; TVM's
+    ``tirx`` pipeline for a kernel written in TIRx)."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
     with tvm.transform.PassContext(config=pass_config or {}):
-        return tvm.compile(mod, target=target, tir_pipeline=lowering.PIPELINE)
+        return tvm.compile(mod, target=target, tir_pipeline=lowering.pipeline_for(mod))
 
 
 def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.target.Target,
@@ -30,7 +31,7 @@ def build_with_config(config: dict[str, bool], mod: tvm.IRModule, target: tvm.ta
     under that PassContext config and the suite's TIR pipeline, as the notebook builds the replayed kernel, inside
     the target's scope (a CUDA compile at build time takes its arch from there)."""
     with target, tvm.transform.PassContext(config=config):
-        return tvm.tirx.build(mod, target=target, pipeline=lowering.PIPELINE)
+        return tvm.tirx.build(mod, target=target, pipeline=lowering.pipeline_for(mod))
 
 
 def export_shared(rt_mod: tvm.runtime.Module) -> str:

@@ -22,10 +22,10 @@ def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Targ
     caller's PassContext."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
     if pass_config is None:   # the caller's PassContext, if any
-        ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
+        ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.pipeline_for(mod))
     else:
         with tvm.transform.PassContext(config=dict(pass_config)):
-            ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.PIPELINE)
+            ex = tvm.compile(mod, target=target or cuda_target(), tir_pipeline=lowering.pipeline_for(mod))
     return ex.mod.imports[0].inspect_source()
 
 

@@ -17,6 +17,9 @@ import tvm_ffi
 from tvm import tirx
 
 PIPELINE = "tirbench"
+#: Function attribute of a kernel written in TIRx (``T.device_entry``, tile primitives such as TMA copies) rather
+#: than scheduled: ``pipeline_for`` compiles it with TVM's ``tirx`` pipeline, which lowers those.
+TIRX_KERNEL = "tirbench.tirx_kernel"
 #: Loop annotation (``sch.annotate(loop, L1_FILL, 1)``) on a global -> shared fill: its 16-byte cp.async copies go
 #: through L1 (``cp.async.ca``) instead of around it (``.cg``, what TVM prints for every 16-byte copy). For im2col
 #: fills, whose rows the next k tiles read again (the next kernel column is the same pixels shifted by one).
@@ -146,3 +149,10 @@ def _pipeline_factory():
 
 
 tvm.tirx.register_tir_pipeline(PIPELINE, _pipeline_factory)
+
+
+def pipeline_for(mod: tvm.IRModule) -> str:
+    """The TIR pipeline ``mod`` compiles with: TVM's ``tirx`` for a kernel tagged ``TIRX_KERNEL``, else ``PIPELINE``."""
+    tagged = any(func.attrs is not None and TIRX_KERNEL in func.attrs for func in mod.functions.values()
+                 if isinstance(func, tirx.PrimFunc))
+    return "tirx" if tagged else PIPELINE

@@ -21,6 +21,7 @@ from tirbench.schedules.gemm.simt import (
     gemm_v5_warp_tiled,
 )
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
 
 FP32_GEMM = takes("C", ("float32",))
 FP16_GEMM = takes("C", ("float16",))
@@ -84,10 +85,21 @@ V8_WGMMA = KernelRecord(
         {"block_tile": (64, 128), "stages": 4, "overlap": True},
         {"block_tile": (128, 64), "stages": 4, "overlap": True},
     ))
+#: v9's sweep: 128x256 with two consumer warpgroups (persistent or not) for large GEMMs; at 1024^3 smaller tiles,
+#: whose 64-128 blocks fill more of the 132 SMs (an exploration on the H100: 128x64 with 6 stages 0.93x cuBLAS).
+V9_TMA_WS = KernelRecord(
+    "v9_tma_ws", gemm_v9_tma_ws,
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132}, FP16_GEMM, candidates=(
+        {"persistent_ctas": 0},
+        {"stages": 3},
+        {"block_tile": (128, 128), "stages": 6},
+        {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0},
+        {"block_tile": (64, 128), "stages": 4, "consumers": 1, "persistent_ctas": 0},
+    ))
 
 #: The ladder, slowest first.
 LADDER: tuple[KernelRecord, ...] = (V0_NAIVE, V1_LOCAL, V2_SHARED, V3_VECTORIZED, V4_PIPELINED, V5_WARP_TILED,
-                                    V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA)
+                                    V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA, V9_TMA_WS)
 
 #: Candidates for shapes the tiles do not divide (the fastest is recorded as ``v5_padded`` / ``v8_padded``): v5's rung
 #: tiling and smaller tiles like those that won at 1024^3; v8 also 256x192 tiles, which spread the cost of an

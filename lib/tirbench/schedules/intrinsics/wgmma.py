@@ -67,13 +67,18 @@ def b_layout(layout: str, k: tirx.PrimExpr, n: tirx.PrimExpr) -> tuple[tirx.Prim
     return n // 64, k, (((n % 64) // 8) ^ (k % 8)) % 8, n % 8
 
 
-def _matrix_descriptor(ptr: tirx.PrimExpr, lbo: int, sbo: int, layout: str) -> tirx.PrimExpr:
-    """The 64-bit wgmma descriptor of a shared-memory tile: address, LBO and SBO in 16-byte units, layout type."""
-    addr = T.cuda.cvta_generic_to_shared(ptr)
+def descriptor(addr: tirx.PrimExpr, lbo: int, sbo: int, layout: str) -> tirx.PrimExpr:
+    """The 64-bit wgmma descriptor of the shared-memory tile at ``addr`` (a 32-bit shared-window address): start
+    address, LBO and SBO in 16-byte units, layout type."""
     start = tirx.Cast("uint64", tirx.bitwise_and(tirx.shift_right(addr, tirx.const(4, "uint32")),
                                                  tirx.const(0x3FFF, "uint32")))
     fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (_DESCRIPTOR_LAYOUT_TYPE[layout] << 62)
     return tirx.bitwise_or(start, tirx.const(fixed, "uint64"))
+
+
+def _matrix_descriptor(ptr: tirx.PrimExpr, lbo: int, sbo: int, layout: str) -> tirx.PrimExpr:
+    """``descriptor`` of the tile a generic pointer into shared memory points at."""
+    return descriptor(T.cuda.cvta_generic_to_shared(ptr), lbo, sbo, layout)
 
 
 def lane_layout(i: tirx.PrimExpr, j: tirx.PrimExpr) -> tuple[tirx.PrimExpr, tirx.PrimExpr]:

@@ -1,0 +1,168 @@
+"""v9: the Hopper GEMM with TMA loads and warp specialization, written as a TIRx kernel.
+
+v8 (``tensorcore.gemm_v8_wgmma``) is a schedule: every thread computes addresses and issues ``cp.async`` for its
+share of each tile, and the same warps that load also multiply. v9 splits the block into roles, as CUTLASS's
+Hopper kernels do:
+
+- **one producer warpgroup**, of which one thread issues the loads: per k tile, one TMA copy of the A tile and
+  one of the B tile (``Tx.copy_async(..., dispatch="tma_auto")``: TVM plans the TensorMap from the shared layout,
+  encodes it on the host and passes it as a ``__grid_constant__`` kernel argument), into a ring of ``stages``
+  buffers in the 128-byte-swizzled layout wgmma reads. It gives back its registers (``setmaxnreg.dec`` to 40);
+- **``consumers`` math warpgroups**, 64 rows of the tile each, that only issue ``wgmma.mma_async`` from those
+  buffers (``setmaxnreg.inc`` to 232: the 64 x N accumulators live in registers);
+- **mbarriers** between them (``lang.Pipeline``): a stage's *full* barrier completes when its TMA bytes have
+  landed (``arrive.expect_tx``), its *empty* barrier when every consumer's wgmma group that read it has retired
+  (``wgmma.wait_group 1``: the previous k tile's group), and the producer refills it;
+- optionally **persistent**: ``persistent_ctas`` blocks (one per SM) loop over the output tiles, so the producer
+  already loads the next tile while the consumers store this one.
+
+The wgmma descriptors and the accumulator layout are v8's (``intrinsics.wgmma``). The module is not scheduled
+from the workload's: the helper reads the shape from it and writes the kernel in TIRx (``T.device_entry``,
+``T.warpgroup_id``), tagged so that ``core.build`` compiles it with TVM's ``tirx`` pipeline.
+"""
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+from tvm.backend.cuda.lang import Pipeline, SMEMPool
+from tvm.ir import IRModule
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from tirbench.core.lowering import TIRX_KERNEL
+from tirbench.schedules.common.checks import require_divides, require_positive_int
+from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, gemm_block, require_multiple
+from tirbench.schedules.intrinsics import wgmma
+
+#: k per stage: one 128-byte swizzle row of halves.
+TILE_K = 64
+ROWS_PER_CONSUMER = 64  # one wgmma's M
+PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 128 x 40 + 256 x 232 <= 64 K)
+_K_STEP = 16  # halves per wgmma instruction
+
+
+def _require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
+                persistent_ctas: int) -> None:
+    """One-line checks: fp16, tiles that divide the problem, one warpgroup of 64 rows per consumer, one wgmma's N,
+    and the ring of stages in shared memory."""
+    if dtype != "float16":
+        raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
+    bm, bn = block_tile
+    require_positive_int(consumers, param="consumers")
+    require_positive_int(stages, param="stages")
+    if bm != ROWS_PER_CONSUMER * consumers:
+        raise ValueError(f"block_tile[0]={bm}: each of the {consumers} consumer warpgroups owns 64 rows, so it "
+                         f"must be {ROWS_PER_CONSUMER * consumers}")
+    require_divides(m, bm, param="block_tile[0]", axis="m")
+    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(k, TILE_K, param="the k tile (64)", axis="k")
+    require_multiple(bn, 16, param="block_tile[1]")
+    if bn > wgmma.MAX_N:
+        raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma.MAX_N} columns")
+    if persistent_ctas < 0:
+        raise ValueError(f"persistent_ctas={persistent_ctas}: 0 (one block per tile) or the number of blocks")
+    need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8
+    if need > MAX_SHARED_BYTES:
+        raise ValueError(f"block_tile={block_tile}, stages={stages} need {need} bytes of shared memory per block "
+                         f"(TMA ring), more than {MAX_SHARED_BYTES}")
+
+
+def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
+            persistent_ctas: int) -> tirx.PrimFunc:
+    """The TIRx kernel (module docstring) for C[m, n] (fp32) = A[m, k] @ B[k, n] (fp16, row-major)."""
+    bm, bn = block_tile
+    nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
+    k_tiles, m_tiles = k // TILE_K, m // bm
+    tiles = m_tiles * (n // bn)
+    grid = persistent_ctas or tiles
+    rounds = -(-tiles // grid)
+    mma = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{bn}k{_K_STEP}").f32.f16.f16
+    a_lbo, a_sbo = 16, 8 * wgmma.CORE_BYTES  # K-major A, 128-byte rows
+    b_lbo, b_sbo = TILE_K * wgmma.CORE_BYTES, 8 * wgmma.CORE_BYTES  # N-major B in panels of 64 columns
+
+    def issue(acc: tirx.Buffer, a_addr: tirx.PrimExpr, b_addr: tirx.PrimExpr, accumulate: tirx.PrimExpr):
+        """One m64n{bn}k16 wgmma from the shared addresses of its A rows and B k rows."""
+        return mma(*[acc[i] for i in range(nregs)], wgmma.descriptor(a_addr, a_lbo, a_sbo, "swizzle128"),
+                   wgmma.descriptor(b_addr, b_lbo, b_sbo, "swizzle128"), accumulate, 1, 1, 0, 1)
+
+    @T.prim_func
+    def gemm_v9(a: T.handle, b: T.handle, c: T.handle):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
+        A = T.match_buffer(a, (m, k), "float16")
+        B = T.match_buffer(b, (k, n), "float16")
+        C = T.match_buffer(c, (m, n), "float32")
+        T.device_entry()
+        cta = T.cta_id([grid])
+        wg = T.warpgroup_id([consumers + 1])
+        tid = T.thread_id_in_wg([128])
+        pool = T.meta_var(SMEMPool())
+        A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, TILE_K), "float16"))  # 128B swizzle, 1024-aligned
+        B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, TILE_K, bn), "float16"))
+        ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_empty=consumers))
+        pool.commit()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cta_sync()
+        if wg == consumers:  # the producer
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
+            if tid == 0:
+                for r in T.serial(rounds):
+                    tile: T.let = cta + r * grid
+                    if tile < tiles:
+                        for kt in T.serial(k_tiles):
+                            g: T.let = r * k_tiles + kt  # the ring's running count
+                            s: T.let = g % stages
+                            if g >= stages:
+                                ring.empty.wait(s, (g // stages - 1) % 2)
+                            ring.full.arrive(s, a_bytes + b_bytes)
+                            Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm,
+                                                          kt * TILE_K:kt * TILE_K + TILE_K],
+                                          dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                            Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
+                                                          tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                                          dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+        else:  # consumer wg: rows 64 * wg of the tile
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
+            acc = T.alloc_local((nregs,), "float32")
+            a_base: T.let = T.cuda.cvta_generic_to_shared(A_s.ptr_to([0, 0, 0]))
+            b_base: T.let = T.cuda.cvta_generic_to_shared(B_s.ptr_to([0, 0, 0]))
+            for r in T.serial(rounds):
+                tile: T.let = cta + r * grid
+                if tile < tiles:
+                    for kt in T.serial(k_tiles):
+                        g: T.let = r * k_tiles + kt
+                        s: T.let = g % stages
+                        ring.full.wait(s, g // stages % 2)
+                        T.ptx.wgmma.fence.sync.aligned()
+                        for kk in T.unroll(TILE_K // _K_STEP):
+                            T.evaluate(issue(acc, a_base + T.uint32(s * a_bytes) + T.uint32(wg * 64 * 128 + kk * 32),
+                                             b_base + T.uint32(s * b_bytes) + T.uint32(kk * _K_STEP * 128),
+                                             tirx.Or(kt > 0, kk > 0)))
+                        T.ptx.wgmma.commit_group.sync.aligned()
+                        T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous k tile's group has retired ...
+                        if kt > 0:
+                            if tid == 0:  # ... so its stage goes back to the producer
+                                ring.empty.arrive((g + stages - 1) % stages)
+                    T.ptx.wgmma.wait_group.sync.aligned(0)
+                    if tid == 0:
+                        ring.empty.arrive((r * k_tiles + k_tiles - 1) % stages)
+                    for t in T.unroll(bn // 16):  # the epilogue: two adjacent columns per store
+                        for pair in T.unroll(4):
+                            for v in T.vectorized(2):
+                                row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair + v))
+                                C[tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row,
+                                  tile // m_tiles * bn + 16 * t + col] = acc[t * 8 + pair * 2 + v]
+
+    return gemm_v9
+
+
+def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
+                   consumers: int = 2, persistent_ctas: int = 132) -> s_tir.Schedule:
+    """v9 (module docstring) for the GEMM of ``sch``'s module: a schedule of the TIRx kernel that replaces it.
+    ``block_tile`` (64 x ``consumers`` rows, up to 256 columns), ``stages`` buffers in the TMA ring,
+    ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile)."""
+    blk, m, n, k = gemm_block(sch)
+    dtype = sch.get(blk).reads[0].source.dtype
+    _require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
+                persistent_ctas=persistent_ctas)
+    kernel = _kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
+                     persistent_ctas=persistent_ctas)
+    return s_tir.Schedule(IRModule({"main": kernel}))
