@@ -140,6 +140,8 @@ WINOGRAD = KernelRecord(
     takes("batched_gemm", ("float32",), ("NCHW", "NHWC")), SIMT_ASYNC_CONFIG, candidates=(
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
          "columns_outer": True, "raster": 4},
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3,
+         "columns_outer": True, "raster": 4, "prefetch": "k_step"},
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
