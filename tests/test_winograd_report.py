@@ -146,3 +146,26 @@ def test_readme_error_table_puts_f2_beside_f4_from_the_latest_run(tmp_path):
     assert report.update_readme(readme, tmp_path)
     text = readme.read_text()
     assert "old" not in text and "10.0x" in text and "<!-- conv-winograd:start -->\nnot run on a GPU yet" in text
+
+
+def test_readme_winograd_table_compares_each_variant_with_cudnn(tmp_path):
+    from test_results import row
+
+    from tirbench.bench.results import append_rows
+
+    big, small = "256x256x14x14x512x3x3x1x1", "1x512x7x7x512x3x3x1x1"
+    rows = [(big, "cudnn_nchw", "cudnn", 1.0), (big, "cudnn_nhwc", "cudnn", 1.2), (big, "winograd_f2", "tvm", 1.25),
+            (big, "winograd_f4", "tvm", 0.8), (big, "hwcn_hopper_best", "tvm", 2.4),
+            (big, "winograd_f4_metaschedule", "metaschedule", 2.0), (small, "cudnn_nhwc", "cudnn", 0.14),
+            (small, "winograd_f2", "tvm", 0.035), ("1x64x56x56x64x1x1x1x0", "winograd_f2", "tvm", 1.0)]
+    append_rows(tmp_path / "results" / "04_conv2d" / "results.csv", [
+        row(notebook="04_conv2d", workload="conv2d", shape=shape, variant=v, provider=p, median_ms=ms)
+        for shape, v, p, ms in rows])
+    table = report.winograd_table(tmp_path).splitlines()
+    assert table[0] == ("| layer (NxCxHxWxKxRxSxstridexpad) | fastest cuDNN | ms | winograd_f2 ms | cuDNN / winograd_f2 | "
+                        "winograd_f4 ms | cuDNN / winograd_f4 | winograd_f4_metaschedule ms | "
+                        "cuDNN / winograd_f4_metaschedule |")
+    assert table[2] == (f"| {big} | cudnn_nchw | 1.0000 | 1.2500 | 0.800x | 0.8000 | 1.250x | 2.0000 | 0.500x |")
+    assert table[3] == f"| {small} | cudnn_nhwc | 0.1400 | 0.0350 | 4.000x |  |  |  |  |"
+    assert table[4] == "| geometric mean over 2 layers | | |  | **1.789x** |  | **1.250x** |  | **0.500x** |"
+    assert report.winograd_table(tmp_path / "none") == "not run on a GPU yet"

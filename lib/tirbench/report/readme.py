@@ -4,10 +4,10 @@
 
 rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
 each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
-against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers; ``conv-winograd``: notebook
-04's Winograd layers), ``gemm-padded`` (notebook 03's padded kernels against cuBLAS), ``winograd-error`` (notebook
-04's ``winograd_error.csv``) and ``tuning-throughput`` (``results/tuning/throughput.csv``) when the README has that
-section; nothing is typed by hand.
+against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
+03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
+cuDNN, and their errors from ``winograd_error.csv``) and ``tuning-throughput`` (``results/tuning/throughput.csv``)
+when the README has that section; nothing is typed by hand.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tirbench.bench.results import latest_run, read_results
-from tirbench.bench.winograd import ERROR_CSV, read_errors
+from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
 from tirbench.tuning import throughput
 
@@ -81,9 +81,6 @@ def _run_label(df: pd.DataFrame) -> str:
     return f"{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
 
 
-#: ResNet-50's 3x3 stride-1 layers at batch 1 and 32 (notebook 04 times them by Winograd beside the batch-256 layer).
-RESNET50_3X3 = tuple(f"{n}x{c}x{s}x{s}x{c}x3x3x1x1" for n in (1, 32)
-                     for c, s in ((64, 56), (128, 28), (256, 14), (512, 7)))
 SWEEPS: list[Sweep] = [
     Sweep("conv-sweep", "05_conv2d_batch1", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
                                       "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")),
@@ -91,7 +88,6 @@ SWEEPS: list[Sweep] = [
                                                       "32x512x7x7x512x3x3x1x1", "32x256x56x56x64x1x1x1x0")),
     Sweep("conv-int8-sweep", "07_conv2d_int8", ("256x256x14x14x512x3x3x1x1", "32x64x56x56x64x3x3x1x1",
                                                 "32x256x14x14x256x3x3x1x1", "32x512x7x7x512x3x3x1x1")),
-    Sweep("conv-winograd", "04_conv2d", ("256x256x14x14x512x3x3x1x1", *RESNET50_3X3)),
 ]
 UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}
 
@@ -188,6 +184,31 @@ def throughput_table(root: Path) -> str:
     return "\n".join(lines)
 
 
+#: Notebook 04's Winograd layers: the batch-256 layer, then ResNet-50's 3x3 stride-1 layers at batch 1 and 32.
+WINOGRAD_LAYERS = ("256x256x14x14x512x3x3x1x1", *(f"{n}x{c}x{s}x{s}x{c}x3x3x1x1" for n in (1, 32)
+                                                  for c, s in ((64, 56), (128, 28), (256, 14), (512, 7))))
+
+
+def winograd_table(root: Path) -> str:
+    """Notebook 04's latest run: per Winograd layer, cuDNN's faster layout and each Winograd variant's time with
+    cuDNN time / its time (``versus_cudnn``), and the geometric mean of each ratio."""
+    df = latest_run(read_results(root / "results" / "04_conv2d" / "results.csv"))
+    table = versus_cudnn(df, WINOGRAD_LAYERS) if not df.empty else pd.DataFrame()
+    if table.empty:
+        return "not run on a GPU yet"
+    variants = [col.removeprefix("cuDNN / ") for col in table if col.startswith("cuDNN / ")]
+    lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest cuDNN | ms | "
+             + " | ".join(f"{v} ms | cuDNN / {v}" for v in variants) + " |",
+             "|---|---|---:|" + "---:|---:|" * len(variants)]
+    for r in table.to_dict("records"):
+        cells = [f"{r[f'{v} ms']:.4f} | {r[f'cuDNN / {v}']:.3f}x" if pd.notna(r[f"{v} ms"]) else " | "
+                 for v in variants]   # a variant this layer has no row of
+        lines.append(f"| {r['layer']} | {r['cuDNN']} | {r['cuDNN ms']:.4f} | " + " | ".join(cells) + " |")
+    means = [f" | **{geomean(table[f'cuDNN / {v}']):.3f}x**" for v in variants]
+    lines.append(f"| geometric mean over {len(table)} layers | | | " + " | ".join(means) + " |")
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+
+
 def winograd_error_table(root: Path) -> str:
     """Notebook 04's latest Winograd error table (``winograd_error.csv``): per layer, F(2x2) and F(4x4) side by side,
     the largest error of the timed kernel's output against the float64 reference (in brackets: relative to the
@@ -208,7 +229,8 @@ def winograd_error_table(root: Path) -> str:
 
 
 #: Generated sections besides the headline rows and the sweeps: marker -> table builder.
-SECTIONS = {"gemm-padded": padded_table, "winograd-error": winograd_error_table, "tuning-throughput": throughput_table}
+SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
+            "tuning-throughput": throughput_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
