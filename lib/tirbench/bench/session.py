@@ -115,10 +115,10 @@ class Session:
     def commit(self) -> int:
         """Append the rows recorded since the last commit to the CSV (GPU run with ``save`` on), or stage them under
         run-all; returns how many were written."""
-        if not (self.gpu and self.save) or self.committed == len(self.measurements):
+        rows = self.rows()[self.committed:] if self.gpu and self.save else []
+        if not rows:
             return 0
         csv = self.results_csv.relative_to(self.root)
-        rows = self.rows()[self.committed:]
         n = results.append_rows(self.stage / self.notebook / csv.name if self.stage else self.results_csv, rows)
         self.committed += n
         print(f"[tirbench] {n} rows staged: run-all appends them to {csv} once this notebook has run to its end"
