@@ -35,6 +35,17 @@ def test_bad_parameter_stops_the_first_cell_with_one_line(tmp_path, params, mess
     assert_stopped_in_first_cell(out, message)
 
 
+def test_a_winograd_tile_that_has_no_transforms_stops_notebook_04_in_its_first_cell(tmp_path):
+    nb04 = ROOT / "notebooks" / "04_conv2d.ipynb"
+    message = "winograd_m=[2, 3]: m=3: Winograd transforms exist here for m = 2 (F(2x2,3x3)) and 4 (F(4x4,3x3))"
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(nb04), str(tmp_path / nb04.name), parameters={"quick": True, "save": False,
+                                                                              "winograd_m": [2, 3]},
+                            cwd=str(nb04.parent), kernel_name="python3", progress_bar=False)
+    assert (err.value.ename, err.value.evalue) == ("ParameterError", message)
+    assert_stopped_in_first_cell(tmp_path / nb04.name, message)
+
+
 def assert_stopped_in_first_cell(executed: Path, message: str) -> None:
     cells = [c for c in nbformat.read(executed, as_version=4).cells if c.cell_type == "code"]
     tags = [c.metadata.get("tags", []) for c in cells]

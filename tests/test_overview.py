@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import tvm
 from test_results import row
 
 from tirbench.bench.results import append_rows
@@ -13,6 +14,7 @@ from tirbench.report import overview
 from tirbench.tuning import throughput
 from tirbench.tuning.history import trials_done
 from tirbench.tuning.tune import work_dir_for
+from tirbench.workloads import conv2d_winograd
 
 ROOT = Path(__file__).resolve().parents[1]
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
@@ -74,6 +76,16 @@ def test_every_recorded_database_is_read_with_the_workload_it_was_tuned_for():
     assert list(table["trials"]) == [trials_done(db.work_dir) for db in dbs] and (table["best TFLOP/s"] > 0).all()
     fig = overview.tuning_figure([db for db in dbs if db.workload.name == "gemm"], "gemm")
     assert len(fig.axes[0].get_lines()) == len([db for db in dbs if db.workload.name == "gemm"])
+
+
+def test_a_winograd_database_name_reads_back_its_workload(tmp_path):
+    """``conv2d_winograd`` databases (the tuning CLI's Winograd workload): sizes N C H W K, then m."""
+    wl = conv2d_winograd(256, 256, 14, 14, 512, m=4)
+    work_dir = work_dir_for(tmp_path, wl)
+    assert work_dir == tmp_path / "results" / "tuning" / "conv2d_winograd" / "float32_NCHW_256x256x14x14x512x4"
+    read, space = overview.workload_of(work_dir)
+    assert space == "default" and work_dir_for(tmp_path, read) == work_dir
+    tvm.ir.assert_structural_equal(read.mod, wl.mod)
 
 
 def test_database_names_that_are_not_ours_are_listed_not_guessed(tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from tvm import s_tir
 
-from tirbench.bench.sweep import SweepError, one_line, sweep
+from tirbench.bench import sweep as sweep_module
+from tirbench.bench.sweep import SweepError, one_line, sweep, sweep_all
 from tirbench.core.machine import cpu_target
 from tirbench.schedules.common.record import KernelRecord, takes
 from tirbench.workloads import gemm
@@ -52,6 +53,21 @@ def test_defaults_only_measures_each_record_once() -> None:
 def test_a_family_whose_every_candidate_fails_raises_naming_it() -> None:
     with pytest.raises(SweepError, match=r"^bad: every candidate failed on gemm 64x64x64 .*scheduling failed|for a"):
         sweep(gemm(64, 64, 64), [GOOD, BAD], target=cpu_target(), repeats=3)
+
+
+def test_sweep_all_builds_every_workloads_candidates_in_one_batch(monkeypatch) -> None:
+    """Two workloads, their candidates built by one ``build_by_config`` call, each result its own; a measured
+    trial keeps its built kernel (to run it again, e.g. for its error)."""
+    calls = []
+    real = sweep_module.build_by_config
+    monkeypatch.setattr(sweep_module, "build_by_config",
+                        lambda jobs, target: calls.append(len(jobs)) or real(jobs, target))
+    small, large = gemm(64, 64, 64), gemm(64, 32, 64)
+    res = sweep_all([(small, GOOD), (large, [GOOD.with_candidates(({"factor": 16},))])], target=cpu_target(),
+                    repeats=3)
+    assert calls == [3] and [r.workload for r in res] == [small, large]
+    assert [t.overrides.get("factor") for t in res[1].trials] == [16] and res[1].best_trial().kernel is not None
+    assert {t.overrides.get("factor"): t.status for t in res[0].trials} == {5: "skipped", 8: "ok", 16: "ok"}
 
 
 def test_one_line_keeps_the_mismatch_summary() -> None:

@@ -21,7 +21,7 @@ from tirbench.tuning.database import best_schedule, open_database
 from tirbench.tuning.history import HISTORY_FILE, trials_done, tuner_vs_harness, tuning_history, where_it_flattens
 from tirbench.tuning.spaces import SPACES, V5_SPACE_VARIANTS, get_space, v5_space
 from tirbench.tuning.tune import space_target, tune, tuned_pass_config, work_dir_for
-from tirbench.workloads import conv2d, gemm
+from tirbench.workloads import conv2d, conv2d_winograd, gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 WL = gemm(1024, 1024, 1024)
@@ -106,6 +106,7 @@ def test_v5_space_best_replays_with_cp_async(tmp_path):
 
 
 CONV_ARGS = ["conv2d", "1", "512", "7", "7", "512", "3", "3", "1", "1"]
+WINOGRAD_ARGS = ["conv2d_winograd", "256", "256", "14", "14", "512", "3", "3", "1", "1"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -126,6 +127,12 @@ CONV_ARGS = ["conv2d", "1", "512", "7", "7", "512", "3", "3", "1", "1"]
     (CONV_ARGS + ["--space", "v5", "--trials", "1"], "space='v5' is the fp32 GEMM template, not conv2d float32"),
     (CONV_ARGS + ["--layout", "NHWC", "--space", "template", "--trials", "1"],
      "the conv2d template needs a float32 NCHW conv2d, not conv2d float32 NHWC"),
+    (CONV_ARGS + ["--m", "4", "--trials", "1"], "--m=4: only conv2d_winograd has an output tile"),
+    (WINOGRAD_ARGS[:-2] + ["2", "1", "--trials", "1"], "stride=2: Winograd computes every output of a tile"),
+    (WINOGRAD_ARGS + ["--m", "3", "--trials", "1"], "m=3: Winograd transforms exist here for m = 2"),
+    (WINOGRAD_ARGS + ["--layout", "HWCN", "--trials", "1"], "unknown layout 'HWCN'"),
+    (WINOGRAD_ARGS + ["--space", "splitk", "--trials", "1"],
+     "the conv2d template needs a float32 NCHW conv2d, not conv2d_winograd float32 NCHW"),
 ])
 def test_cli_bad_input_is_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -138,6 +145,18 @@ def test_cli_groups_of_sizes_are_several_workloads():
     wls = cli_workloads("conv2d", [1, 64, 56, 56, 64, 3, 3, 1, 1, 32, 512, 7, 7, 512, 3, 3, 1, 1], "float16", "NHWC")
     assert [wl.shape for wl in wls] == ["1x64x56x56x64x3x3x1x1", "32x512x7x7x512x3x3x1x1"]
     assert {(wl.dtype, wl.layout) for wl in wls} == {("float16", "NHWC")}
+
+
+def test_cli_winograd_workload_is_the_notebooks_module_with_its_own_database():
+    """``conv2d_winograd`` sizes name the same module as ``conv2d_winograd(...)`` (F(4x4) unless ``--m``), so the
+    database it tunes is the one notebook 04 replays; the module carries ``tirx.noalias``, without which
+    MetaSchedule's normalised workload never matches it."""
+    (f4,), (f2,) = (cli_workloads("conv2d_winograd", [int(v) for v in WINOGRAD_ARGS[1:]], "float32", None, m)
+                    for m in (None, 2))
+    tvm.ir.assert_structural_equal(f4.mod, conv2d_winograd(256, 256, 14, 14, 512, m=4).mod)
+    assert f2.shape == "256x256x14x14x512x2" and bool(f4.mod["main"].attrs["tirx.noalias"])
+    assert work_dir_for(ROOT, f4).relative_to(ROOT / "results" / "tuning").as_posix() == \
+        "conv2d_winograd/float32_NCHW_256x256x14x14x512x4"
 
 
 @pytest.mark.skipif(has_cuda_gpu(), reason="checks the no-GPU error")
@@ -153,7 +172,8 @@ def test_cli_template_space_without_gpu_is_one_line_and_writes_nothing(capsys):
 #: Which of these workloads each registered space takes (a new space needs a row).
 REGISTRY_WORKLOADS = {"gemm fp32": WL, "gemm fp16": gemm(256, 256, 256, "float16"), "conv NCHW": CONV,
                       "conv NHWC": conv2d(1, 512, 7, 7, 512, layout="NHWC"),
-                      "conv NHWC fp16": conv2d(32, 64, 7, 7, 64, layout="NHWC", dtype="float16")}
+                      "conv NHWC fp16": conv2d(32, 64, 7, 7, 64, layout="NHWC", dtype="float16"),
+                      "winograd": conv2d_winograd(1, 8, 8, 8, 8, m=2)}
 ACCEPTS = {"default": set(REGISTRY_WORKLOADS), "v5": {"gemm fp32"}, "template": {"conv NCHW"},
            "splitk": {"conv NCHW"}, "rules": {"conv NCHW"}, "wmma": {"conv NHWC fp16"}}
 

@@ -1,10 +1,13 @@
 """``replay``, the one call the notebooks make per database: None and one line without a database; the best schedule
-and the trials with one; a measurement only where a CUDA GPU ran it. A tiny GEMM tuned on llvm for a few trials."""
+and the trials with one; a measurement only where a CUDA GPU ran it. A tiny GEMM tuned on llvm for a few trials, and
+a tiny Winograd convolution (notebook 04 replays the batch-256 layer's as ``winograd_f<m>_metaschedule``)."""
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tirbench.bench.harness import output_error
+from tirbench.core.build import build
 from tirbench.core.machine import cpu_target
 from tirbench.tuning.builders import make_builder
 from tirbench.tuning.history import trials_done
@@ -12,7 +15,7 @@ from tirbench.tuning.replay import Replay, replay
 from tirbench.tuning.runners import make_local_runner
 from tirbench.tuning.spaces import get_space
 from tirbench.tuning.tune import tune, work_dir_for
-from tirbench.workloads import gemm
+from tirbench.workloads import conv2d_winograd, gemm
 
 WL = gemm(32, 32, 32)
 TRIALS = 4
@@ -52,3 +55,19 @@ def test_replay_takes_a_space_name_and_a_copied_database(tuned, tmp_path):
     shutil.copytree(tuned / "results", tmp_path / "results")
     r = replay(WL, "default", variant="v", root=tmp_path, target=cpu_target())
     assert r is not None and r.trials == TRIALS and r.schedule.mod.script()
+
+
+def test_a_tuned_winograd_module_replays_and_matches_the_reference(tmp_path, capsys):
+    """MetaSchedule's default rules on the Winograd module (five blocks, two of them with the transforms' selects):
+    the database it writes is found again for the same module (``tirx.noalias`` included), and the replayed
+    schedule's output meets the derived tolerance."""
+    wl = conv2d_winograd(1, 4, 6, 6, 4, m=2)
+    tune(wl, work_dir_for(tmp_path, wl), trials=2, chunk=2, target=cpu_target(), builder=make_builder(wl),
+         runner=make_local_runner("tuned"))
+    r = replay(conv2d_winograd(1, 4, 6, 6, 4, m=2), "default", variant="winograd_f2_metaschedule", root=tmp_path,
+               target=cpu_target())
+    assert r is not None and r.trials == 2 and r.measurement is None
+    assert capsys.readouterr().out.endswith("winograd_f2_metaschedule 1x4x6x6x4x2: best of 2 trials from "
+                                            "results/tuning/conv2d_winograd/float32_NCHW_1x4x6x6x4x2\n")
+    error = output_error(wl, build(r.schedule, cpu_target()), target=cpu_target())
+    assert 0 < error["max_abs"] < error["atol"] == wl.tolerance["atol"]

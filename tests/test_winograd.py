@@ -16,11 +16,12 @@ import tvm
 from test_any_shape import unproven_accesses
 from tvm import s_tir
 
-from tirbench.bench.harness import inputs_and_reference, run_checked
+from tirbench.bench.harness import inputs_and_reference, output_error, run_checked
 from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
 from tirbench.core.errors import refusal
 from tirbench.core.machine import cpu_target
 from tirbench.schedules.conv.records import WINOGRAD
+from tirbench.schedules.conv.rules import winograd_tiles
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.workloads import conv2d
 from tirbench.workloads.conv2d import conv2d_reference
@@ -69,6 +70,31 @@ def test_numpy_algorithm_is_a_convolution(shape, m, rng):
 def test_module_matches_reference_on_llvm(shape, m, layout):
     wl = conv2d_winograd(*shape, m=m, layout=layout)
     run_checked(wl, tvm.compile(wl.mod, target=cpu_target()), tvm.cpu(0))
+
+
+def test_reference_is_float64_and_output_error_measures_against_it():
+    """The reference is not rounded to float32 (its rounding would be a third of F(2x2)'s error at C = 256); the
+    llvm module's error against it is within the tolerance and above what float32 rounding alone gives."""
+    wl = conv2d_winograd(2, 16, 9, 9, 8, m=4)
+    inputs, ref = inputs_and_reference(wl, 0)
+    assert ref.dtype == np.float64
+    error = output_error(wl, tvm.compile(wl.mod, target=cpu_target()), target=cpu_target())
+    assert set(error) == {"max_abs", "rms", "max_rel", "atol", "margin"} and error["atol"] == wl.tolerance["atol"]
+    assert np.finfo(np.float32).eps * np.abs(ref).max() / 2 < error["max_abs"] < error["atol"]
+    assert error["margin"] == pytest.approx(error["atol"] / error["max_abs"])
+
+
+@pytest.mark.parametrize("shape, m, first", [((256, 256, 14, 14, 512), 2, (128, 256)),
+                                             ((256, 256, 14, 14, 512), 4, (128, 256)),
+                                             ((1, 512, 7, 7, 512), 2, (64, 32)), ((1, 64, 56, 56, 64), 4, (64, 32)),
+                                             ((32, 64, 56, 56, 64), 2, (64, 64))])
+def test_winograd_tiles_rank_by_fill_then_size(shape, m, first):
+    """Many waves (the batch-256 layer): the largest tile; few tiles (batch 1), or K = 64 rows: the tile with the
+    fewest idle SMs and least padding. Every ranked candidate schedules the form."""
+    form = conv2d_winograd(*shape, m=m)
+    ranked = winograd_tiles(form, keep=5)
+    assert ranked[0]["block_tile"] == first and len(ranked) == len(WINOGRAD.candidates)
+    assert winograd_tiles(form, keep=2) == ranked[:2]
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

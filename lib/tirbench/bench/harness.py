@@ -21,7 +21,7 @@ from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 from tirbench.core.build import build, build_with_config, export_shared
 from tirbench.core.machine import cpu_target, cuda_target, has_cuda_gpu
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
-from tirbench.workloads.base import Workload
+from tirbench.workloads.base import Workload, error_stats
 
 #: Bytes written between timed repeats: several times the L2 of an H100 (50 MB) or H200 (60 MB).
 L2_FLUSH_BYTES = 256 << 20
@@ -165,6 +165,14 @@ def run_checked(workload: Workload, ex: Built, dev: tvm.runtime.Device, *,
     dev.sync()
     check_output(workload, args[-1].numpy(), ref, what=what)
     return args
+
+
+def output_error(workload: Workload, kernel: Built, *, target: tvm.target.Target, seed: int = 0) -> dict[str, float]:
+    """Run a built kernel once on the seeded inputs, checked as ``run_checked`` checks it (a wrong output raises),
+    and say how far its output is from the reference: ``error_stats`` against the workload's tolerance atol."""
+    dev = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    out = run_checked(workload, kernel, dev, seed=seed, what=f"{workload.name} {workload.shape}")[-1].numpy()
+    return error_stats(out, inputs_and_reference(workload, seed)[1], workload.tolerance["atol"])
 
 
 #: Environment variable naming an exported flush kernel (``export_l2_flush``) that ``l2_flush_executable`` loads

@@ -16,6 +16,9 @@ COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "w
            "variant", "provider", "trials", "median_ms", "p20_ms", "p80_ms", "gflops", "gbps", "verified",
            "repeats", "compute_capability"]
 
+#: The columns that say which run a row comes from: every CSV a run writes starts with them.
+RUN_FIELDS = COLUMNS[:5]
+
 #: ``provider`` values a row may carry.
 PROVIDERS = ("tvm", "metaschedule", "cublas", "cublaslt", "cudnn", "torch")
 
@@ -84,14 +87,14 @@ def append_csv(path: Path, rows: Iterable[Mapping[str, object]], columns: list[s
     return len(rows)
 
 
-def read_results(path: Path) -> pd.DataFrame:
-    """All rows of a results CSV (empty frame with the schema if there is none); ResultsFileError for a file that
-    is not whole (``check_csv``)."""
+def read_results(path: Path, columns: list[str] = COLUMNS) -> pd.DataFrame:
+    """All rows of a results CSV, or of another CSV of ``columns`` a run writes (an empty frame of them if there is
+    none); ResultsFileError for a file that is not whole (``check_csv``)."""
     path = Path(path)
     text = path.read_text() if path.exists() else ""
-    check_csv(path, text)
+    check_csv(path, text, columns)
     if not text:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=columns)
     return pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str})
 
 

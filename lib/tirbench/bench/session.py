@@ -14,11 +14,13 @@ import datetime as dt
 import os
 import uuid
 from pathlib import Path
+from typing import Callable, Mapping
 
 import pandas as pd
 
 from tirbench.bench import results
 from tirbench.bench.harness import Measurement
+from tirbench.core.atomic import write_atomic
 from tirbench.core.machine import DeviceInfo, Peak, has_cuda_gpu, peak_for
 from tirbench.core.paths import output_dir, project_root
 
@@ -52,7 +54,7 @@ class Session:
         self.timestamp = now.isoformat(timespec="seconds")
         self.run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
         self.measurements: list[Measurement] = []
-        self.committed = False
+        self.committed = 0   # how many of ``measurements`` are in the CSV (or staged) already
         print(self.banner())
 
     # -- where things go -------------------------------------------------------------------------------
@@ -94,11 +96,16 @@ class Session:
         print(m.summary())
         return m
 
+    def run_fields(self) -> dict[str, object]:
+        """The ``results.RUN_FIELDS`` of this (GPU) run: which run, when, where."""
+        d = self.device
+        return {"run_id": self.run_id, "timestamp": self.timestamp, "gpu": d.gpu, "driver": d.driver,
+                "tvm_version": d.tvm_version}
+
     def rows(self) -> list[dict[str, object]]:
         d = self.device
         return [{
-            "run_id": self.run_id, "timestamp": self.timestamp, "gpu": d.gpu, "driver": d.driver,
-            "tvm_version": d.tvm_version, "notebook": self.notebook, "workload": m.workload.name,
+            **self.run_fields(), "notebook": self.notebook, "workload": m.workload.name,
             "shape": m.workload.shape, "dtype": m.workload.dtype, "variant": m.variant, "provider": m.provider,
             "trials": m.trials, "median_ms": round(m.timing.median_ms, 6), "p20_ms": round(m.timing.p20_ms, 6),
             "p80_ms": round(m.timing.p80_ms, 6), "gflops": round(m.gflops, 3), "gbps": round(m.gbps, 3),
@@ -106,16 +113,30 @@ class Session:
         } for m in self.measurements]
 
     def commit(self) -> int:
-        """Append this run's rows to the CSV (GPU run with ``save`` on), or stage them under run-all; returns how
-        many were written."""
-        if not (self.gpu and self.save) or self.committed:
+        """Append the rows recorded since the last commit to the CSV (GPU run with ``save`` on), or stage them under
+        run-all; returns how many were written."""
+        rows = self.rows()[self.committed:] if self.gpu and self.save else []
+        if not rows:
             return 0
         csv = self.results_csv.relative_to(self.root)
-        n = results.append_rows(self.stage / self.notebook / csv.name if self.stage else self.results_csv, self.rows())
-        self.committed = True
+        n = results.append_rows(self.stage / self.notebook / csv.name if self.stage else self.results_csv, rows)
+        self.committed += n
         print(f"[tirbench] {n} rows staged: run-all appends them to {csv} once this notebook has run to its end"
               if self.stage else f"[tirbench] {n} rows appended to {csv}")
         return n
+
+    def append_table(self, name: str, rows: list[dict[str, object]], columns: list[str],
+                     validate: Callable[[Mapping[str, object]], None] = lambda row: None) -> int:
+        """Append ``rows``, each with this run's ``run_fields`` added, to ``results/<notebook>/<name>``: a CSV of
+        ``columns`` (``results.RUN_FIELDS`` first) beside the results, on a GPU run with ``save`` on. Written in
+        place, or under run-all staged as the recorded file plus the rows, which run-all moves in with the figures
+        once the notebook has run to its end. Returns how many were written."""
+        if not (self.gpu and self.save) or not rows:
+            return 0
+        path, recorded = self.figure_path(name), self.root / "results" / self.notebook / name
+        if path != recorded and not path.exists() and recorded.exists():
+            write_atomic(path, recorded.read_bytes())
+        return results.append_csv(path, [{**self.run_fields(), **row} for row in rows], columns, validate)
 
     # -- what to plot ------------------------------------------------------------------------------------
     def recorded(self) -> pd.DataFrame:

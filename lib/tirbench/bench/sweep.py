@@ -2,10 +2,11 @@
 
 ``sweep(workload, records)`` schedules each candidate of each ``KernelRecord`` (its ``candidates``, or its defaults
 where it has none; ``defaults_only`` for a ladder), builds them side by side in worker processes (``build_all``),
-checks each against the reference and times those that match. Every candidate ends in one line: its time and rate,
-``skipped`` (the family or a tile does not fit this workload: the helper's one-line reason) or ``rejected`` (it failed
-to schedule, build or verify). A family whose every tried candidate was rejected raises ``SweepError`` naming it: a
-failed run, not a gap.
+checks each against the reference and times those that match; ``sweep_all`` does it for several workloads (a list of
+layers, a few candidates each) with one parallel build for all of them. Every candidate ends in one line: its time
+and rate, ``skipped`` (the family or a tile does not fit this workload: the helper's one-line reason) or
+``rejected`` (it failed to schedule, build or verify). A family whose every tried candidate was rejected raises
+``SweepError`` naming it: a failed run, not a gap.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import tvm
 
-from tirbench.bench.harness import Measurement, build_all, verify_then_time
+from tirbench.bench.harness import Built, Measurement, build_all, verify_then_time
 from tirbench.core.errors import OneLineError
 from tirbench.core.progress import BestBar
 from tirbench.schedules.common.record import KernelRecord
@@ -35,6 +36,7 @@ class Trial:
     status: str
     reason: str = ""
     measurement: Measurement | None = None
+    kernel: Built | None = field(default=None, repr=False, compare=False)   #: the built kernel, when measured
 
     @property
     def label(self) -> str:
@@ -107,10 +109,10 @@ def _schedule(wl: Workload, records: Sequence[KernelRecord], defaults_only: bool
     return decided, to_build
 
 
-def _measure(wl: Workload, scheduled: list, target: tvm.target.Target, repeats: int, seed: int,
+def _measure(wl: Workload, scheduled: list, built: list, target: tvm.target.Target, repeats: int, seed: int,
              desc: str) -> list[Trial]:
-    """Build the scheduled candidates in parallel (grouped by pass config), verify and time each."""
-    built = build_by_config([(t.record, sch) for t, sch in scheduled], target)
+    """Verify and time each built candidate (``built[i]`` is ``scheduled[i]``'s kernel, or the exception its build
+    raised)."""
     unit = "TFLOP/s"
     bar = BestBar(range(len(scheduled)), desc=desc, unit=unit)
     trials = []
@@ -123,7 +125,7 @@ def _measure(wl: Workload, scheduled: list, target: tvm.target.Target, repeats: 
         except Exception as err:  # noqa: BLE001 - fails to build or to verify: no number, but say so
             trial = replace(trial, status="rejected", reason=one_line(err))
         else:
-            trial = replace(trial, measurement=m)
+            trial = replace(trial, measurement=m, kernel=kernel)
             bar.offer(m.gflops / 1e3)
         trials.append(trial)
         bar.write(_line(trial))
@@ -152,16 +154,37 @@ def _line(trial: Trial) -> str:
 def sweep(workload: Workload, records: KernelRecord | Sequence[KernelRecord], *, target: tvm.target.Target,
           repeats: int = 100, seed: int = 0, defaults_only: bool = False) -> SweepResult:
     """Build, verify and time every candidate of ``records`` on ``workload`` (see the module docstring)."""
-    records = [records] if isinstance(records, KernelRecord) else list(records)
-    decided, scheduled = _schedule(workload, records, defaults_only)
-    for trial in decided:
-        print(_line(trial))
-    names = "/".join(r.name for r in records) if len(records) <= 3 else f"{len(records)} kernels"
-    measured = _measure(workload, scheduled, target, repeats, seed, f"{names} {workload.shape}") if scheduled else []
-    result = SweepResult(workload, decided + measured)
+    return sweep_all([(workload, records)], target=target, repeats=repeats, seed=seed, defaults_only=defaults_only)[0]
+
+
+def sweep_all(jobs: Sequence[tuple[Workload, KernelRecord | Sequence[KernelRecord]]], *, target: tvm.target.Target,
+              repeats: int = 100, seed: int = 0, defaults_only: bool = False) -> list[SweepResult]:
+    """``sweep`` of each (workload, records) job, every candidate of every job built in one parallel batch (grouped by
+    pass config), then each job's verified and timed in turn; one ``SweepResult`` per job, in order."""
+    plans = []
+    for workload, records in jobs:
+        records = [records] if isinstance(records, KernelRecord) else list(records)
+        decided, scheduled = _schedule(workload, records, defaults_only)
+        for trial in decided:
+            print(_line(trial))
+        plans.append((workload, records, decided, scheduled))
+    built = iter(build_by_config([(t.record, sch) for *_, scheduled in plans for t, sch in scheduled], target))
+    results = []
+    for workload, records, decided, scheduled in plans:
+        names = "/".join(r.name for r in records) if len(records) <= 3 else f"{len(records)} kernels"
+        kernels = [next(built) for _ in scheduled]
+        measured = _measure(workload, scheduled, kernels, target, repeats, seed,
+                            f"{names} {workload.shape}") if scheduled else []
+        results.append(_checked(SweepResult(workload, decided + measured), records))
+    return results
+
+
+def _checked(result: SweepResult, records: Sequence[KernelRecord]) -> SweepResult:
+    """``result``, or SweepError naming the first of ``records`` whose every tried candidate was rejected."""
     for record in records:
         tried = [t for t in result.trials if t.record.name == record.name]
         if tried and not result.measured(record) and any(t.status == "rejected" for t in tried):
-            raise SweepError(f"{record.name}: every candidate failed on {workload.name} {workload.shape} "
-                             f"(first: {next(t.reason for t in tried if t.status == 'rejected')})")
+            first = next(t.reason for t in tried if t.status == "rejected")
+            raise SweepError(f"{record.name}: every candidate failed on {result.workload.name} "
+                             f"{result.workload.shape} (first: {first})")
     return result

@@ -26,7 +26,7 @@ from tirbench.tuning.spaces import SPACES
 from tirbench.tuning import throughput
 from tirbench.tuning.history import tuning_history
 from tirbench.tuning.logs import tuning_chunks
-from tirbench.workloads import Workload, conv2d, gemm
+from tirbench.workloads import Workload, conv2d, conv2d_winograd, gemm
 
 #: Below this many FLOP per byte a kernel streams memory: it is rated in GB/s.
 STREAMING_BELOW = 1.0
@@ -180,6 +180,8 @@ def workload_of(work_dir: Path) -> tuple[Workload, str]:
         return gemm(*sizes, dtype=dtype), space
     if work_dir.parent.name == "conv2d" and len(layout) == 1:
         return conv2d(*sizes, layout=layout[0], dtype=dtype), space
+    if work_dir.parent.name == "conv2d_winograd" and len(layout) == 1:   # sizes N C H W K, then m
+        return conv2d_winograd(*sizes[:-1], m=sizes[-1], layout=layout[0], dtype=dtype), space
     raise ValueError("not a database name tirbench.tuning.tune writes")
 
 

@@ -5,8 +5,9 @@
 rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
 each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
 against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
-03's padded kernels against cuBLAS) and ``tuning-throughput`` (``results/tuning/throughput.csv``) when the README has
-that section; nothing is typed by hand.
+03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
+cuDNN, and their errors from ``winograd_error.csv``) and ``tuning-throughput`` (``results/tuning/throughput.csv``)
+when the README has that section; nothing is typed by hand.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tirbench.bench.results import latest_run, read_results
+from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
 from tirbench.tuning import throughput
 
@@ -182,8 +184,53 @@ def throughput_table(root: Path) -> str:
     return "\n".join(lines)
 
 
+#: Notebook 04's Winograd layers: the batch-256 layer, then ResNet-50's 3x3 stride-1 layers at batch 1 and 32.
+WINOGRAD_LAYERS = ("256x256x14x14x512x3x3x1x1", *(f"{n}x{c}x{s}x{s}x{c}x3x3x1x1" for n in (1, 32)
+                                                  for c, s in ((64, 56), (128, 28), (256, 14), (512, 7))))
+
+
+def winograd_table(root: Path) -> str:
+    """Notebook 04's latest run: per Winograd layer, cuDNN's faster layout and each Winograd variant's time with
+    cuDNN time / its time (``versus_cudnn``), and the geometric mean of each ratio."""
+    df = latest_run(read_results(root / "results" / "04_conv2d" / "results.csv"))
+    table = versus_cudnn(df, WINOGRAD_LAYERS) if not df.empty else pd.DataFrame()
+    if table.empty:
+        return "not run on a GPU yet"
+    variants = [col.removeprefix("cuDNN / ") for col in table if col.startswith("cuDNN / ")]
+    lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest cuDNN | ms | "
+             + " | ".join(f"{v} ms | cuDNN / {v}" for v in variants) + " |",
+             "|---|---|---:|" + "---:|---:|" * len(variants)]
+    for r in table.to_dict("records"):
+        cells = [f"{r[f'{v} ms']:.4f} | {r[f'cuDNN / {v}']:.3f}x" if pd.notna(r[f"{v} ms"]) else " | "
+                 for v in variants]   # a variant this layer has no row of
+        lines.append(f"| {r['layer']} | {r['cuDNN']} | {r['cuDNN ms']:.4f} | " + " | ".join(cells) + " |")
+    means = [f" | **{geomean(table[f'cuDNN / {v}']):.3f}x**" for v in variants]
+    lines.append(f"| geometric mean over {len(table)} layers | | | " + " | ".join(means) + " |")
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+
+
+def winograd_error_table(root: Path) -> str:
+    """Notebook 04's latest Winograd error table (``winograd_error.csv``): per layer, F(2x2) and F(4x4) side by side,
+    the largest error of the timed kernel's output against the float64 reference (in brackets: relative to the
+    largest output) and the tolerance it was checked with."""
+    df = read_errors(root / "results" / "04_conv2d" / ERROR_CSV)
+    if df.empty:
+        return "not run on a GPU yet"
+    lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | layout | F(2x2) max error (relative) | F(2x2) tolerance | "
+             "F(4x4) max error (relative) | F(4x4) tolerance | F(4x4) / F(2x2) error |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for (shape, layout), rows in df.groupby(["shape", "layout"], sort=False):
+        by_m = {int(r.m): r for r in rows.itertuples()}
+        cells = [f"{by_m[m].max_abs:.2e} ({by_m[m].max_rel:.1e}) | {by_m[m].atol:.2e}" if m in by_m else " | "
+                 for m in (2, 4)]
+        ratio = f"{by_m[4].max_abs / by_m[2].max_abs:.1f}x" if {2, 4} <= set(by_m) else ""
+        lines.append(f"| {shape} | {layout} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+
+
 #: Generated sections besides the headline rows and the sweeps: marker -> table builder.
-SECTIONS = {"gemm-padded": padded_table, "tuning-throughput": throughput_table}
+SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
+            "tuning-throughput": throughput_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:

@@ -4,6 +4,7 @@
     python -m tirbench.tuning conv2d 1 512 7 7 512 3 3 1 1 --layout NCHW --space template --trials 64
     python -m tirbench.tuning conv2d 32 64 56 56 64 3 3 1 1  32 512 7 7 512 3 3 1 1 --layout NHWC \\
         --dtype float16 --space wmma --trials 16 --chunk 16
+    python -m tirbench.tuning conv2d_winograd 256 256 14 14 512 3 3 1 1 --m 4 --trials 256 --chunk 32 --seconds 540
 
 tunes (on a CUDA GPU) until the database has that many trials for each workload or the time is nearly up. The search
 space (``--space``) comes from the registry in ``tirbench.tuning.spaces``, each in its own database.
@@ -36,11 +37,12 @@ from tirbench.tuning.rpc import tracker
 from tirbench.tuning.runners import make_local_runner, make_rpc_runner
 from tirbench.tuning.spaces import SPACES, DesignSpace, get_space
 from tirbench.tuning.tune import tune, work_dir_for
-from tirbench.workloads import conv2d, gemm
+from tirbench.workloads import conv2d, conv2d_winograd, gemm
 from tirbench.workloads.base import Workload
 
-#: The sizes each workload takes, in order.
-CLI_SIZES = {"gemm": ("M", "N", "K"), "conv2d": ("N", "C", "H", "W", "K", "R", "S", "STRIDE", "PAD")}
+#: The sizes each workload takes, in order (``conv2d_winograd``: a 3x3, stride-1, pad-1 conv2d by Winograd, ``--m``).
+CONV_SIZES = ("N", "C", "H", "W", "K", "R", "S", "STRIDE", "PAD")
+CLI_SIZES = {"gemm": ("M", "N", "K"), "conv2d": CONV_SIZES, "conv2d_winograd": CONV_SIZES}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -72,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                    + " (several groups: tuned one after the other)")
     p.add_argument("--dtype", default="float32",
                    help="float32 (default) or float16 (tensor cores: fp16 inputs, fp32 accumulation)")
-    p.add_argument("--layout", default=None, help="conv2d only: NCHW (default), NHWC or HWCN")
+    p.add_argument("--layout", default=None,
+                   help="conv2d: NCHW (default), NHWC or HWCN; conv2d_winograd: NCHW (default) or NHWC")
+    p.add_argument("--m", type=int, default=None,
+                   help="conv2d_winograd only: the output tile of F(m x m, 3x3), 2 or 4 (default 4)")
     p.add_argument("--trials", type=positive(int), required=True,
                    help="tune until the database has this many trials (those already there count)")
     p.add_argument("--chunk", type=positive(int), default=64,
@@ -96,18 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def cli_workloads(name: str, sizes: list[int], dtype: str, layout: str | None) -> list[Workload]:
+def cli_workloads(name: str, sizes: list[int], dtype: str, layout: str | None, m: int | None = None) -> list[Workload]:
     """The workloads the CLI names: one per group of sizes (several groups tune one after the other in one process,
-    which starts TVM once); one-line ValueError for a size count that is no multiple of a group, or a layout GEMM
-    has not."""
+    which starts TVM once); one-line ValueError for a size count that is no multiple of a group, a layout GEMM has
+    not, or an ``m`` for another workload than ``conv2d_winograd``."""
     names = CLI_SIZES[name]
     if not sizes or len(sizes) % len(names):
         raise ValueError(f"{name} takes groups of {len(names)} sizes ({' '.join(names)}), got {len(sizes)}")
     if name == "gemm" and layout is not None:
         raise ValueError(f"--layout={layout}: only conv2d has a layout")
+    if name != "conv2d_winograd" and m is not None:
+        raise ValueError(f"--m={m}: only conv2d_winograd has an output tile")
     groups = [sizes[i:i + len(names)] for i in range(0, len(sizes), len(names))]
     if name == "gemm":
         return [gemm(*group, dtype=dtype) for group in groups]
+    if name == "conv2d_winograd":
+        return [conv2d_winograd(*group, m=4 if m is None else m, layout=layout or "NCHW", dtype=dtype)
+                for group in groups]
     return [conv2d(*group, layout=layout or "NCHW", dtype=dtype) for group in groups]
 
 
@@ -142,7 +152,7 @@ class Run:
 def start_run(a: argparse.Namespace) -> tuple[list[Workload], Run]:
     """The workloads and the run's shared state; the tracker and its servers checked before any database opens."""
     deadline = None if a.seconds is None else time.monotonic() + a.seconds
-    workloads = cli_workloads(a.workload, a.sizes, a.dtype, a.layout)
+    workloads = cli_workloads(a.workload, a.sizes, a.dtype, a.layout, a.m)
     if a.target == "llvm" and a.space != "default":
         raise ValueError(f"--target llvm tunes MetaSchedule's own rules only, not --space {a.space}")
     address = tracker.parse_rpc(a.rpc) if a.rpc else None

@@ -59,3 +59,12 @@ def check_positive(**sizes: int) -> None:
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """Standard-normal data in ``dtype`` (never zeros: they hide unwritten outputs)."""
     return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+
+
+def error_stats(out: np.ndarray, ref: np.ndarray, atol: float) -> dict[str, float]:
+    """How far ``out`` is from ``ref``: the max and rms absolute error, the max error relative to the largest
+    reference value, the tolerance's ``atol`` and how many times the max error fits in it (``margin``)."""
+    err = np.abs(out.astype(np.float64) - ref)
+    worst = float(err.max())
+    return {"max_abs": worst, "rms": float(np.sqrt((err ** 2).mean())), "max_rel": worst / float(np.abs(ref).max()),
+            "atol": atol, "margin": atol / worst if worst else float("inf")}

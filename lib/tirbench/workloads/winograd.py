@@ -29,7 +29,7 @@ import tvm
 from tvm import tirx
 from tvm.script import tirx as T
 
-from tirbench.workloads.base import Workload, check_dtype, random_array
+from tirbench.workloads.base import Workload, check_dtype, error_stats, random_array
 from tirbench.workloads.conv2d import (
     check_conv_params,
     conv2d_reference,
@@ -172,16 +172,13 @@ def winograd_tolerance(m: int, c: int) -> dict[str, float]:
 
 def measure_error(n: int, c: int, h: int, w: int, k: int, *, m: int, seed: int = 0) -> dict[str, float]:
     """The fp32 algorithm (numpy, every step rounded to float32) against the float64 reference on standard-normal
-    data: max and rms absolute error, max error relative to the largest output, the tolerance's atol and how many
-    times the max error fits in it (``margin``)."""
+    data: ``error_stats`` (max and rms absolute error, max error relative to the largest output, the tolerance's
+    atol and how many times the max error fits in it, ``margin``) and ``m``."""
     rng = np.random.default_rng(seed)
     x = random_array(rng, (n, c, h, w), "float32")
     u = filter_transform(random_array(rng, (k, c, 3, 3), "float32"), m).astype(np.float32)
     ref = conv2d_reference(x, filter_from_transform(u, m), stride=1, pad=1)
-    err = np.abs(winograd_conv2d(x, u, m, np.float32) - ref)
-    atol = winograd_tolerance(m, c)["atol"]
-    return {"m": m, "max_abs": float(err.max()), "rms": float(np.sqrt((err ** 2).mean())),
-            "max_rel": float(err.max() / np.abs(ref).max()), "atol": atol, "margin": atol / float(err.max())}
+    return {"m": m, **error_stats(winograd_conv2d(x, u, m, np.float32), ref, winograd_tolerance(m, c)["atol"])}
 
 
 # ---- the TensorIR modules -----------------------------------------------------------------------------------------
@@ -295,10 +292,11 @@ def conv2d_winograd(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int =
 
     ``make_inputs`` draws X and a filter W and returns [X, U] with U the float64 transform of W rounded to float32.
     ``reference(X, U)`` recovers the filter exactly from U (``filter_from_transform``) and convolves directly in
-    float64: it shares no transform with the algorithm, so a wrong B or A fails it. ``flops`` is the direct
-    convolution's 2 N K C H W 9, so GFLOP/s are "effective" ones, comparable with cuDNN's (which count the same way
-    whatever algorithm it picks); the GEMM does 4/9 (m = 2) or 1/4 (m = 4) of those multiply-adds. ``bytes``:
-    X + U + Y once. Tolerance: ``winograd_tolerance``.
+    float64, and returns float64 (a measured error has no rounding of the reference in it): it shares no transform
+    with the algorithm, so a wrong B or A fails it. ``flops`` is the direct convolution's 2 N K C H W 9, so GFLOP/s
+    are "effective" ones, comparable with cuDNN's (which count the same way whatever algorithm it picks); the GEMM
+    does 4/9 (m = 2) or 1/4 (m = 4) of those multiply-adds. ``bytes``: X + U + Y once. Tolerance:
+    ``winograd_tolerance``.
     """
     check_winograd_params(n, c, h, w, k, r, s, stride, pad, m, layout, dtype)
     alpha = m + 2
@@ -309,8 +307,7 @@ def conv2d_winograd(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int =
         return [from_nchw(x, layout), filter_transform(wt, m).astype(np.float32)]
 
     def reference(x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        out = conv2d_reference(to_nchw(x, layout), filter_from_transform(u, m), stride=1, pad=1)
-        return from_nchw(out.astype(np.float32), layout)
+        return from_nchw(conv2d_reference(to_nchw(x, layout), filter_from_transform(u, m), stride=1, pad=1), layout)
 
     return Workload(
         name="conv2d_winograd", sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "m": m}, dtype=dtype,

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_WGMMA, NCHW_GEMM, NCHW_SPLITK, NHWC_GEMM,
-                                             NHWC_MMA, NHWC_WGMMA)
+                                             NHWC_MMA, NHWC_WGMMA, WINOGRAD)
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d import output_size
-from tirbench.workloads.winograd import conv2d_winograd
+from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
 #: Streaming multiprocessors of the GPU the cost model assumes (H100 SXM; the H200 has as many).
 SMS = 132
@@ -57,12 +57,13 @@ class GemmView:
     n: int
     k: int
 
-    def fill(self, bm: int, bn: int) -> float:
+    def fill(self, bm: int, bn: int, gemms: int = 1) -> float:
         """How much of the GPU's work a ``bm`` x ``bn`` block tile does usefully: the share of the tiles that is
-        not padding, times the share of the last wave's SMs that have a tile (one block per SM)."""
+        not padding, times the share of the last wave's SMs that have a tile (one block per SM); ``gemms`` GEMMs of
+        this shape side by side (Winograd's alpha^2) share the SMs."""
         tiles_m, tiles_n = -(-self.m // bm), -(-self.n // bn)
         useful = self.m * self.n / (tiles_m * bm * tiles_n * bn)
-        tiles = tiles_m * tiles_n
+        tiles = tiles_m * tiles_n * gemms
         return useful * tiles / (math.ceil(tiles / SMS) * SMS)
 
 
@@ -155,15 +156,18 @@ def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
     return tuple(cand.get("block_tile", record.defaults["block_tile"]))
 
 
-def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *,
-                 view: GemmView | None = None) -> tuple[Mapping[str, Any], ...]:
+def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *, view: GemmView | None = None,
+                 score: Callable[[int, int], float] | None = None) -> tuple[Mapping[str, Any], ...]:
     """The ``keep`` best of ``record``'s recorded candidates that take ``wl`` (schedule without a ValueError), best
-    first by ``view.fill`` (default ``gemm_view(wl)``, rows = output pixels; ties: the larger tile)."""
-    view = view or gemm_view(wl)
+    first by ``score(bm, bn)`` of their block tile (default: ``view.fill`` to two decimals, ``view`` by default
+    ``gemm_view(wl)``, rows = output pixels; ties: the larger tile)."""
+    if score is None:
+        view = view or gemm_view(wl)
+        score = lambda bm, bn: round(view.fill(bm, bn), 2)   # noqa: E731
 
     def key(cand: Mapping[str, Any]) -> tuple[float, int]:
         bm, bn = _tile(cand, record)
-        return (-round(view.fill(bm, bn), 2), -bm * bn)
+        return (-score(bm, bn), -bm * bn)
 
     taken = []
     for cand in sorted(record.candidates, key=key):
@@ -211,3 +215,13 @@ def winograd_forms(wl: Workload) -> list[Workload]:
             (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1):
         return []
     return [conv2d_winograd(z["n"], z["c"], z["h"], z["w"], z["k"], m=m, layout=wl.layout) for m in (2, 4)]
+
+
+def winograd_tiles(form: Workload, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
+    """The ``keep`` best of ``WINOGRAD``'s candidates for a Winograd form of a layer (``winograd_forms``), by how the
+    blocks of its alpha^2 GEMMs (K output channels x P tiles, C deep) fill the SMs (``GemmView.fill``, to one
+    decimal: a layer of many waves fills them with any tile), then the larger tile (more reuse per value loaded)."""
+    z = form.sizes
+    th, tw = tiles_of(z["h"], z["w"], z["m"])
+    view, gemms = GemmView(z["k"], z["n"] * th * tw, z["c"]), (z["m"] + 2) ** 2
+    return ranked_tiles(form, WINOGRAD, keep, score=lambda bm, bn: round(view.fill(bm, bn, gemms), 1))
