@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tirbench.bench.harness import Measurement, inputs_and_reference, time_torch, verify_then_time_torch
+from tirbench.bench.harness import Measurement, inputs_and_reference, time_launches, verify_then_time_torch
 from tirbench.workloads.base import Workload
 
 
@@ -61,4 +61,4 @@ def int_mm_conv_gemm(wl: Workload, *, b_column_major: bool, repeats: int = 100, 
     np.testing.assert_array_equal(out.cpu().numpy(), ref.astype(np.int64),
                                   err_msg="torch._int_mm: output differs from the reference")
     variant = "int_mm_b_colmajor" if b_column_major else "int_mm_b_rowmajor"
-    return Measurement(wl, variant, "cublaslt", time_torch(torch._int_mm, [a_dev, b_dev], repeats=repeats))
+    return Measurement(wl, variant, "cublaslt", time_launches(lambda: torch._int_mm(a_dev, b_dev), repeats=repeats))

@@ -252,12 +252,7 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
     out = fn(*tensors)
     torch.cuda.synchronize()
     check_output(workload, out.cpu().numpy().astype(workload.out_dtype), ref, what=f"{variant} ({provider})")
-    return Measurement(workload, variant, provider, time_torch(fn, tensors, repeats=repeats))
-
-
-def time_torch(fn: Callable[..., "object"], tensors: Sequence["object"], *, repeats: int) -> Timing:
-    """``fn(*tensors)`` timed as ``time_launches`` times every GPU kernel."""
-    return time_launches(lambda: fn(*tensors), repeats=repeats)
+    return Measurement(workload, variant, provider, time_launches(lambda: fn(*tensors), repeats=repeats))
 
 
 def time_launches(launch: Callable[[], object], *, repeats: int) -> Timing:
