@@ -168,13 +168,15 @@ def test_every_depth_builds_and_overlap_needs_three_stages(stages):
     assert finish_wgmma(short) == (stages <= 4)
 
 
-def test_too_much_shared_memory_is_rejected_not_raised():
-    """256 x 256 tiles: 3 stages fit in 227 KB, 4 do not; the postprocessor says so, nothing raises."""
-    wl = gemm(512, 512, 256, "float16")
+def test_too_much_shared_memory_or_too_few_registers_is_rejected_not_raised():
+    """128 x 256 tiles: 4 stages fit in 227 KB, 5 do not; 256 x 256 tiles leave 128 registers a thread for 128
+    accumulators (ptxas fails): the postprocessor says so, nothing raises."""
+    wl = gemm(512, 512, 512, "float16")
     design = gemm_wgmma_design(s_tir.Schedule(wl.mod))
-    fits = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[3, 1])
-    too_deep = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[4, 1])
-    assert finish_wgmma(fits) and not finish_wgmma(too_deep)
+    fits = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[4, 1])
+    too_deep = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[5, 1])
+    too_wide = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[2, 0])
+    assert finish_wgmma(fits) and not finish_wgmma(too_deep) and not finish_wgmma(too_wide)
 
 
 def test_mutators_move_tiles_and_choices_and_the_result_replays():

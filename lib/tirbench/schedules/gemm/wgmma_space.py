@@ -24,7 +24,8 @@ cannot be tensorized before its decisions are known: the design leaves the produ
 (``tirbench.tuning.postprocs.RewriteWgmma``, the space's first) tensorizes it and pipelines the k loop as the hand
 kernel does (``tensorcore.tensorize_wgmma``), once the hand kernel's own checks accept the combination drawn:
 overlap needs 3 stages or more, the pipeline must fit in the 227 KB of dynamic shared memory, and (here only) have
-no more stages than the k loop has tiles. A combination they refuse is rejected there, as the space's
+no more stages than the k loop has tiles, and a thread's accumulators must leave room in its share of the registers
+(256 x 256 tiles do not: ptxas fails). A combination they refuse is rejected there, as the space's
 ``VerifyGPUCode`` (against the 227 KB limit, ``DesignSpace.dynamic_shared_memory``) rejects one whose padded C tile
 does not fit: nothing raises in the tuner. A candidate whose decisions are a hand candidate's generates the hand
 kernel's CUDA, byte for byte. The tiles divide by construction: M and N are padded up to multiples of 64, K to the
@@ -55,6 +56,10 @@ ROWS_UNIT = 16 * WARPS.unit
 COLUMNS = SampledTile(unit=64, max_units=4)
 #: Blocks launched together cover this many block rows (a divisor of them, at most 8).
 RASTER = SampledTile(unit=1, max_units=8)
+#: A thread's registers: bn / 2 accumulators plus about this many more (ptxas: 128 x 256 tiles use 159, 256 x 192
+#: 128), out of 65536 per SM shared by the block's 2 x bm threads (at most 255 each).
+REGISTERS_BESIDES_ACCUMULATORS = 32
+REGISTERS_PER_SM = 65536
 #: Pipeline depths a candidate draws from.
 STAGES = (2, 3, 4, 5, 6)
 #: Overlap off / on.
@@ -151,8 +156,9 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
     """The space's postprocessing step: tensorize each annotated product block (``tensorize_wgmma``) with the
     intrinsics of its sampled N and its layout, stages and overlap, and pipeline its k loop; False (the candidate
     is rejected) where the hand kernel's checks refuse the drawn combination (overlap with 2 stages, a pipeline
-    over 227 KB of shared memory), where the pipeline has more stages than the k loop has tiles, or where there is
-    nothing to finish."""
+    over 227 KB of shared memory), where the pipeline has more stages than the k loop has tiles, where the
+    accumulators leave a thread too few registers (``REGISTERS_BESIDES_ACCUMULATORS``), or where there is nothing to
+    finish."""
     names = _product_blocks(sch)
     for name in names:
         tile = sch.get_sblock(name)
@@ -165,6 +171,8 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         bm = 16 * int(sch.get(warp).extent)
         if stages > int(sch.get(ko).extent):  # a pipeline deeper than the k loop: nothing to gain, odd code
             return False
+        if bn // 2 + REGISTERS_BESIDES_ACCUMULATORS > min(255, REGISTERS_PER_SM // (2 * bm)):
+            return False  # 256 x 256: ptxas gives up ("Insufficient registers"), a build failure on the GPU host
         try:  # the tiles divide by construction; what is left to check is the combination drawn
             _require_wgmma_tiles((bm, bn, tile_k), "float16", block_tile=(bm, bn), tile_k=tile_k, stages=stages,
                                  raster=1, layout=layout, overlap=overlap)
