@@ -130,19 +130,22 @@ def test_bad_inputs_fail_in_one_line(make, message):
 
 def test_records_schedule_the_notebook_layers_and_refuse_others_in_one_line():
     """Notebook 06 sweeps TENSOR_CORE on each layer and refuses, in its first cell, a layer no candidate takes: every
-    candidate takes any fp16 NHWC layer (channels the k tile does not divide pad k, ``test_conv_any_channels``), an
+    candidate of the padding families takes any fp16 NHWC layer (channels the k tile does not divide pad k,
+    ``test_conv_any_channels``), the warp-specialized one refuses channels in no 64-channel k tile in one line, an
     fp32 one is refused in one line."""
     from tirbench.core.errors import refusal
-    from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA, TENSOR_CORE
+    from tirbench.schedules.conv.records import NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, TENSOR_CORE
 
-    assert [r.name for r in TENSOR_CORE] == ["nhwc_wgmma", "nhwc_mma"]
+    assert [r.name for r in TENSOR_CORE] == ["nhwc_wgmma", "nhwc_mma", "nhwc_tma_ws"]
     ok = conv2d(32, 512, 7, 7, 512, layout="NHWC", dtype="float16")   # GEMM_M = 1568: padded to every tile
     assert all(refusal(lambda: NHWC_WGMMA.apply(ok, c)) is None for c in NHWC_WGMMA.candidates)
     c32 = conv2d(32, 32, 14, 14, 64, layout="NHWC", dtype="float16")
     assert refusal(lambda: NHWC_WGMMA.apply(c32)) is None
     odd = conv2d(256, 250, 14, 14, 500, layout="NHWC", dtype="float16")
     assert all(refusal(lambda: record.apply(odd, overrides)) is None
-               for record in TENSOR_CORE for overrides in record.candidates)
+               for record in (NHWC_WGMMA, NHWC_MMA) for overrides in record.candidates)
+    reason = refusal(lambda: NHWC_TMA_WS.apply(odd))
+    assert "does not divide c (input channels)=250" in reason and "\n" not in reason
     reason = refusal(lambda: NHWC_MMA.apply(conv2d(2, 64, 4, 4, 64, layout="NHWC")))   # fp32: not taken
     assert "float16" in reason and "\n" not in reason
 

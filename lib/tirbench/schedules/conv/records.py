@@ -9,6 +9,7 @@ from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws
 from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_nhwc_implicit_gemm
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
@@ -100,7 +101,21 @@ NHWC_MMA = KernelRecord(
         {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4},
     ))
-TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA)
+#: ... and warp-specialized (``conv.tma_ws``): filter tiles by TMA, im2col tiles gathered by a producer warpgroup, v9's
+#: consumers. Measured on an H100 (2026-11-24, against cuDNN channels_last): 0.76x at batch 256 (204 us), 0.81-0.91x on
+#: the 3x3 layers at 7x7 and 14x14 at batch 32 with one consumer warpgroup of 64 rows; slower than ``NHWC_WGMMA`` on
+#: 1x1 layers with few input channels (two or four k tiles: the epilogue dominates).
+NHWC_TMA_WS = KernelRecord(
+    "nhwc_tma_ws", conv2d_nhwc_tma_ws,
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 4, "l1_gather": True},
+    FP16_NHWC, candidates=(
+        {"block_tile": (128, 256), "stages": 4},
+        {"block_tile": (64, 256), "stages": 4, "consumers": 1},
+        {"block_tile": (64, 128), "stages": 8, "consumers": 1},
+        {"block_tile": (128, 128), "stages": 6},
+        {"block_tile": (128, 64), "stages": 8},
+    ))
+TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS)
 
 INT8_NCHW32 = takes("epilogue", ("int8",), ("NCHW32",))
 #: int8 on wgmma: 128-byte swizzled k tiles where the channels allow (128x256 tiles: N = 256 per wgmma), the
@@ -124,6 +139,17 @@ INT8_MMA = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
+    ))
+#: ... and warp-specialized (``conv.tma_ws``; both operands gathered by the producer warpgroup: the filter's
+#: NC/32HW32 rows have no 128 contiguous bytes for a TMA box). Bit-exact, but on an H100 (2026-11-24) slower than
+#: ``INT8_WGMMA``: 198 us at batch 256 (0.79x cuDNN fp16), 0.37-0.88x at batch 32. Kept out of the rules.
+INT8_TMA_WS = KernelRecord(
+    "int8_tma_ws", conv2d_int8_tma_ws,
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 8, "l1_gather": True},
+    INT8_NCHW32, candidates=(
+        {"block_tile": (128, 256), "stages": 4},
+        {"block_tile": (128, 128), "stages": 6},
+        {"block_tile": (64, 256), "stages": 4, "consumers": 1},
     ))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
 

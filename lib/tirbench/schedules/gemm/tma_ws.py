@@ -40,10 +40,10 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 12
 _K_STEP = 16  # halves per wgmma instruction
 
 
-def _require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
-                persistent_ctas: int) -> None:
+def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
+               persistent_ctas: int, n_axis: str = "n") -> None:
     """One-line checks: fp16, tiles that divide the problem, one warpgroup of 64 rows per consumer, one wgmma's N,
-    and the ring of stages in shared memory."""
+    and the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n)."""
     if dtype != "float16":
         raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
     bm, bn = block_tile
@@ -53,7 +53,7 @@ def _require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, in
         raise ValueError(f"block_tile[0]={bm}: each of the {consumers} consumer warpgroups owns 64 rows, so it "
                          f"must be {ROWS_PER_CONSUMER * consumers}")
     require_divides(m, bm, param="block_tile[0]", axis="m")
-    require_divides(n, bn, param="block_tile[1]", axis="n")
+    require_divides(n, bn, param="block_tile[1]", axis=n_axis)
     require_divides(k, TILE_K, param="the k tile (64)", axis="k")
     require_multiple(bn, 16, param="block_tile[1]")
     if bn > wgmma.MAX_N:
@@ -66,6 +66,63 @@ def _require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, in
                          f"(TMA ring), more than {MAX_SHARED_BYTES}")
 
 
+def consumer(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, proxy_fence: bool = False,
+             dtype: str = "float16"):
+    """A consumer warpgroup's main loop over one output tile, as a TIRx inline function
+    ``consume(acc, ring, a_base, b_base, rnd, wg, tid)``: per k tile, wait for the stage's *full* barrier, issue four
+    wgmma (m64n{bn}k16 f16, or for ``dtype="int8"`` m64n{bn}k32 s8 into int32 accumulators ``acc`` typed uint32:
+    32 bytes of k each; its 64 rows of A: ``wg``), commit, wait until the previous k tile's group has retired and
+    give that stage back (*empty*); at the end wait for all and give back the last stage.
+    The tiles are 128-byte swizzled rows: A K-major; B N-major in panels of 64 columns (fp16) or K-major (int8).
+    ``rnd``: the round of a persistent block (its k tiles continue the ring's running count); ``proxy_fence``: a
+    ``fence.proxy.async`` before the wgmma, for tiles written by ``cp.async`` (the generic proxy)."""
+    int8 = dtype == "int8"
+    if int8 and bn > 224:
+        wgmma.allow_integer_n256()
+    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{bn}k{32 if int8 else _K_STEP}")
+    mma = chain.s32.s8.s8 if int8 else chain.f32.f16.f16
+    nregs = bn // 2
+    a_lbo, a_sbo = 16, 8 * wgmma.CORE_BYTES  # K-major A, 128-byte rows
+    if int8:  # K-major B, like A; a k step moves 32 bytes along the rows
+        b_lbo, b_sbo, b_step = a_lbo, a_sbo, 32
+    else:  # N-major B in panels of 64 columns; a k step is 16 rows down
+        b_lbo, b_sbo, b_step = TILE_K * wgmma.CORE_BYTES, 8 * wgmma.CORE_BYTES, _K_STEP * 128
+    steps = 128 // 32  # k steps per 128-byte k tile: 16 halves or 32 int8 each
+
+    def issue(acc: tirx.Buffer, a_addr: tirx.PrimExpr, b_addr: tirx.PrimExpr, accumulate: tirx.PrimExpr):
+        """One wgmma from the shared addresses of its A rows and B k rows."""
+        regs = [acc[i] for i in range(nregs)]
+        a_desc = wgmma.descriptor(a_addr, a_lbo, a_sbo, "swizzle128")
+        b_desc = wgmma.descriptor(b_addr, b_lbo, b_sbo, "swizzle128")
+        if int8:  # integer wgmma: no scale or transpose immediates
+            return mma(*regs, a_desc, b_desc, accumulate)
+        return mma(*regs, a_desc, b_desc, accumulate, 1, 1, 0, 1)
+
+    @T.inline
+    def consume(acc, ring, a_base, b_base, rnd, wg, tid):
+        for kt in T.serial(k_tiles):
+            g: T.let = rnd * k_tiles + kt
+            s: T.let = g % stages
+            ring.full.wait(s, g // stages % 2)
+            if proxy_fence:
+                T.ptx.fence.proxy.async_.shared__cta()
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(steps):
+                T.evaluate(issue(acc, a_base + T.uint32(s * a_bytes) + T.uint32(wg * 64 * 128 + kk * 32),
+                                 b_base + T.uint32(s * b_bytes) + T.uint32(kk * b_step),
+                                 tirx.Or(kt > 0, kk > 0)))
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous k tile's group has retired ...
+            if kt > 0:
+                if tid == 0:  # ... so its stage goes back to the producer
+                    ring.empty.arrive((g + stages - 1) % stages)
+        T.ptx.wgmma.wait_group.sync.aligned(0)
+        if tid == 0:
+            ring.empty.arrive((rnd * k_tiles + k_tiles - 1) % stages)
+
+    return consume
+
+
 def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
             persistent_ctas: int) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (fp32) = A[m, k] @ B[k, n] (fp16, row-major)."""
@@ -75,14 +132,7 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
     tiles = m_tiles * (n // bn)
     grid = persistent_ctas or tiles
     rounds = -(-tiles // grid)
-    mma = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{bn}k{_K_STEP}").f32.f16.f16
-    a_lbo, a_sbo = 16, 8 * wgmma.CORE_BYTES  # K-major A, 128-byte rows
-    b_lbo, b_sbo = TILE_K * wgmma.CORE_BYTES, 8 * wgmma.CORE_BYTES  # N-major B in panels of 64 columns
-
-    def issue(acc: tirx.Buffer, a_addr: tirx.PrimExpr, b_addr: tirx.PrimExpr, accumulate: tirx.PrimExpr):
-        """One m64n{bn}k16 wgmma from the shared addresses of its A rows and B k rows."""
-        return mma(*[acc[i] for i in range(nregs)], wgmma.descriptor(a_addr, a_lbo, a_sbo, "swizzle128"),
-                   wgmma.descriptor(b_addr, b_lbo, b_sbo, "swizzle128"), accumulate, 1, 1, 0, 1)
+    consume = consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
 
     @T.prim_func
     def gemm_v9(a: T.handle, b: T.handle, c: T.handle):
@@ -127,23 +177,7 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
             for r in T.serial(rounds):
                 tile: T.let = cta + r * grid
                 if tile < tiles:
-                    for kt in T.serial(k_tiles):
-                        g: T.let = r * k_tiles + kt
-                        s: T.let = g % stages
-                        ring.full.wait(s, g // stages % 2)
-                        T.ptx.wgmma.fence.sync.aligned()
-                        for kk in T.unroll(TILE_K // _K_STEP):
-                            T.evaluate(issue(acc, a_base + T.uint32(s * a_bytes) + T.uint32(wg * 64 * 128 + kk * 32),
-                                             b_base + T.uint32(s * b_bytes) + T.uint32(kk * _K_STEP * 128),
-                                             tirx.Or(kt > 0, kk > 0)))
-                        T.ptx.wgmma.commit_group.sync.aligned()
-                        T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous k tile's group has retired ...
-                        if kt > 0:
-                            if tid == 0:  # ... so its stage goes back to the producer
-                                ring.empty.arrive((g + stages - 1) % stages)
-                    T.ptx.wgmma.wait_group.sync.aligned(0)
-                    if tid == 0:
-                        ring.empty.arrive((r * k_tiles + k_tiles - 1) % stages)
+                    consume(acc, ring, a_base, b_base, r, wg, tid)
                     for t in T.unroll(bn // 16):  # the epilogue: two adjacent columns per store
                         for pair in T.unroll(4):
                             for v in T.vectorized(2):
@@ -161,7 +195,7 @@ def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 2
     ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile)."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
-    _require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
+    require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
                 persistent_ctas=persistent_ctas)
     kernel = _kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
                      persistent_ctas=persistent_ctas)

@@ -1,0 +1,292 @@
+"""The fp16 NHWC convolution on v9's warp-specialized pipeline: an implicit GEMM whose filter tiles come by TMA and
+whose im2col tiles come by a producer warpgroup's zero-filling cp.async.
+
+The GEMM view is the tensor-core convolutions' (``implicit_gemm``): m = output pixel (N * OH * OW), n = output
+channel (K), k = (kernel row, kernel column, 64-channel block). Per k tile:
+
+- **B** (the filter, stored R, S, C, K: a k tile is W[r, s, c0:c0+64, n0:n0+bn], a row-major [64, bn] tile) comes
+  as in v9: one thread of the producer warpgroup issues a TMA copy (``Tx.copy_async(..., dispatch="tma_auto")``,
+  TVM plans and encodes the tensor map) completing on the stage's *full* mbarrier.
+- **A** (the im2col tile: 64 channels of the pixel under tap (r, s) of each output pixel of the block) is a
+  gather. Hopper's TMA has an im2col mode for it, but TVM 0.27 encodes tiled tensor maps only
+  (``runtime.cuTensorMapEncodeTiled``; no ``cuTensorMapEncodeIm2col``), so the producer warpgroup's 128 threads
+  gather it: each owns a pixel row of the tile (128 bytes, eight 16-byte ``cp.async`` into the 128-byte swizzled
+  layout wgmma reads), zero-filled (``src-size`` 0) where the tap falls in the padding or the row lies past the
+  last pixel, and signals the same *full* barrier with ``cp.async.mbarrier.arrive.noinc`` when its copies land.
+  The barrier expects 128 such arrivals plus the TMA thread's ``arrive.expect_tx``. The pixel's image, row and
+  column are computed once per output tile; a k tile adds the tap's offset.
+
+The consumer warpgroups are v9's (``gemm.tma_ws.consume``), with a proxy fence before their wgmma: the tile was
+written by ``cp.async`` (the generic proxy) and wgmma reads it through the async proxy. Their epilogue rounds the
+fp32 accumulators to half and stores two channels per store, skipping rows past the last pixel, so any N, H, W
+(GEMM_M need not divide the tile); C must be a multiple of 64 and K of the block's columns (one-line errors).
+"""
+from __future__ import annotations
+
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.sym.pattern import detect_linear_equation
+from tvm.backend.cuda.lang import Pipeline, SMEMPool
+from tvm.ir import IRModule
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from tirbench.core.lowering import TIRX_KERNEL
+from tirbench.schedules.common.checks import require_divides
+from tirbench.schedules.conv.direct import _conv_block
+from tirbench.schedules.gemm import tma_ws
+from tirbench.schedules.intrinsics import wgmma
+
+PRODUCERS = 128  # threads of the producer warpgroup
+_CHUNKS = 8  # 16-byte copies per 128-byte row (64 halves or 128 int8 channels: one k tile)
+LANES = 32  # channels per group of the int8 layout NC/32HW32
+
+
+def conv_geometry(sch: s_tir.Schedule, layout: str) -> dict[str, int]:
+    """n, h, w, c, k, r, s, oh, ow, stride and pad of the ``layout`` ("NHWC" or "NCHW32") convolution in ``sch``
+    (one-line error for another): extents from block "conv", H and W from X, the padding from Xp, the stride from
+    the window's row index."""
+    blk, ext = _conv_block(sch, layout)
+    y_axis = 1 if layout == "NHWC" else 2
+    x_shape = [int(d) for d in sch.get(sch.get_sblock("pad")).reads[0].source.shape]
+    block = sch.get(blk)
+    xp = block.reads[0].source
+    geom = {"n": ext["n"], "h": x_shape[y_axis], "w": x_shape[y_axis + 1], "c": ext["c"], "k": ext["k"],
+            "r": ext["r"], "s": ext["s"], "oh": ext["oh"], "ow": ext["ow"],
+            "pad": (int(xp.shape[y_axis]) - x_shape[y_axis]) // 2}
+    coeff = detect_linear_equation(block.reads[0].region[y_axis].min, [block.iter_vars[1].var])  # oh * stride + r
+    geom["stride"] = int(coeff[0]) if len(coeff) == 2 else 1
+    return geom
+
+
+def _epilogue_ops(sch: s_tir.Schedule) -> tuple[bool, bool]:
+    """(residual, relu) of a ``conv2d_int8`` module: whether its epilogue block reads Res, and clamps at 0 besides
+    the int8 range (a ``max(t, 0)``)."""
+    block = sch.get(sch.get_sblock("epilogue"))
+    maxima = []
+    tvm_ffi.structural_map(block.body, (tirx.Max, lambda node: maxima.append(node) or node))
+    relu = any(isinstance(node.b, tirx.IntImm) and node.b.value == 0 for node in maxima)
+    return any(region.source.name == "Res" for region in block.reads), relu
+
+
+def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, consumers: int,
+             persistent_ctas: int, lanes: int, dtype: str) -> None:
+    """v9's checks on the GEMM (N = K output channels, 128-byte k tiles) plus the convolution's: the input
+    channels in whole k tiles (64 halves; 128 int8 channels, four groups of the NC/32HW32 layout)."""
+    tile_c = 128 if dtype == "int8" else tma_ws.TILE_K
+    require_divides(geom["c"], tile_c, param="the k tile (channels)", axis="c (input channels)")
+    if lanes not in (1, 2, 4, 8):
+        raise ValueError(f"lanes={lanes}: the producer threads sharing an im2col row must be 1, 2, 4 or 8")
+    m = geom["n"] * geom["oh"] * geom["ow"]
+    m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
+    tma_ws.require_v9(m_padded, geom["k"], geom["r"] * geom["s"] * geom["c"] // (2 if dtype == "int8" else 1),
+                      "float16", block_tile=block_tile, stages=stages, consumers=consumers,
+                      persistent_ctas=persistent_ctas, n_axis="k (output channels)")
+
+
+def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
+            persistent_ctas: int, lanes: int, l1_gather: bool, residual: bool = False,
+            relu: bool = False) -> tirx.PrimFunc:
+    """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half; or int8 NC/32HW32 with the
+    requantizing epilogue of ``conv2d_int8`` (``residual``, ``relu``)."""
+    n, h, w, c, k, r, s, oh, ow, stride, pad = (geom[a] for a in
+                                                ("n", "h", "w", "c", "k", "r", "s", "oh", "ow", "stride", "pad"))
+    int8 = dtype == "int8"
+    bm, bn = block_tile
+    m = n * oh * ow
+    tile_c = 128 if int8 else tma_ws.TILE_K  # channels per k tile: one 128-byte row
+    c_blocks = c // tile_c
+    k_tiles = r * s * c_blocks
+    m_tiles = -(-m // bm)
+    tiles = m_tiles * (k // bn)
+    grid = persistent_ctas or tiles
+    rounds = -(-tiles // grid)
+    rows_per_pass = PRODUCERS // lanes
+    passes = -(-bm // rows_per_pass)  # im2col rows per producer thread
+    per_lane = _CHUNKS // lanes  # 16-byte chunks of a row per thread
+    copy = T.ptx.cp.async_.ca.shared.global_ if l1_gather else T.ptx.cp.async_.cg.shared.global_
+    a_bytes, b_bytes = bm * 128, bn * 128
+    consume = tma_ws.consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes,
+                              proxy_fence=True, dtype=dtype)
+    cg, kg = c // LANES, k // LANES
+    plane = h * w * LANES  # int8: one channel group of one image
+    if int8:
+        x_shape, w_shape, y_shape = (n, cg, h, w, LANES), (k, cg, r, s, LANES), (n, kg, oh, ow, LANES)
+        image_size, pixel_size = cg * plane, LANES
+    else:
+        x_shape, w_shape, y_shape = (n, h, w, c), (r, s, c, k), (n, oh, ow, k)
+        image_size, pixel_size = h * w * c, c
+    elem, acc_dtype = ("int8", "uint32") if int8 else ("float16", "float32")
+
+    def chunk_offset(chunk: tirx.PrimExpr, c0: tirx.PrimExpr) -> tirx.PrimExpr:
+        """Where 16-byte chunk ``chunk`` of a pixel's k tile starting at channel ``c0`` is, from the pixel's first
+        element: fp16 8 channels further each; int8 16 lanes of group c0 / 32 + chunk // 2."""
+        if int8:
+            return (c0 // LANES + chunk // 2) * plane + chunk % 2 * 16
+        return c0 + chunk * 8
+
+    b_passes = bn // rows_per_pass  # int8: filter rows per producer thread
+    w_row = cg * r * s * LANES  # int8: one filter (output channel)
+
+    @T.inline
+    def load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid):
+        if int8:  # K-major rows of four 32-byte channel groups, R * S * 32 bytes apart: gathered like A
+            for p in T.unroll(b_passes):
+                for q in T.unroll(per_lane):
+                    copy(B_s.ptr_to([st, tid // lanes + p * rows_per_pass, (tid % lanes * per_lane + q) * 16]),
+                         Wf.ptr_to([(n0 + tid // lanes + p * rows_per_pass) * w_row + (ry * s + rx) * LANES
+                                    + (c0 // LANES + (tid % lanes * per_lane + q) // 2) * (r * s * LANES)
+                                    + (tid % lanes * per_lane + q) % 2 * 16]), 16)
+        else:  # one TMA copy of the row-major [64, bn] tile
+            if tid == 0:
+                ring.full.arrive(st, b_bytes)
+                Tx.copy_async(B_s[st, :, :], Wt[ry, rx, c0:c0 + tile_c, n0:n0 + bn], dispatch="tma_auto",
+                              mbar=ring.full.ptr_to([st]))
+
+    def requantize(acc_value: tirx.PrimExpr, at: tuple, col: tirx.PrimExpr, Bias, Scale, Res) -> tirx.PrimExpr:
+        """``conv2d_int8``'s epilogue on one int32 accumulator (bits in a uint32 register) of channel ``col``."""
+        t = T.Cast("int32", T.nearbyint(T.Cast("float32", T.reinterpret("int32", acc_value) + Bias[col])
+                                        * Scale[col]))
+        if residual:
+            t = t + T.Cast("int32", Res[at])
+        if relu:
+            t = T.max(t, 0)
+        return T.Cast("int8", T.min(T.max(t, -128), 127))
+
+    @T.inline
+    def store(Y, Yf, Bias, Scale, Res, acc, pixel, col, reg):
+        if int8:
+            for v in T.unroll(2):
+                at = T.meta_var((pixel // (oh * ow), (col + v) // LANES, pixel % (oh * ow) // ow, pixel % ow,
+                                 (col + v) % LANES))
+                Y[at] = requantize(acc[reg + v], at, col + v, Bias, Scale, Res)
+        else:
+            for v in T.vectorized(2):
+                Yf[pixel * k + col + v] = T.Cast("float16", acc[reg + v])
+
+    @T.inline
+    def body(X, Wt, Bias, Scale, Res, Y):
+        T.device_entry()
+        cta = T.cta_id([grid])
+        wg = T.warpgroup_id([consumers + 1])
+        tid = T.thread_id_in_wg([128])
+        Xf = T.decl_buffer((n * image_size,), elem, data=X.data)
+        Wf = T.decl_buffer((k * r * s * c,), elem, data=Wt.data)
+        Yf = T.decl_buffer((m * k,), elem, data=Y.data)
+        pool = T.meta_var(SMEMPool())
+        A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, 128 // (1 if int8 else 2)), elem))
+        B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bn, 128) if int8 else (stages, tile_c, bn), elem))
+        ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_full=PRODUCERS + (0 if int8 else 1),
+                                   init_empty=consumers))
+        pool.commit()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cta_sync()
+        if wg == consumers:  # the producer warpgroup
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(tma_ws.PRODUCER_REGS)
+            image = T.alloc_local((passes,), "int32")  # per row: the pixel's image (-1: past the last pixel)
+            top = T.alloc_local((passes,), "int32")  # ... and the input row and column of its top-left tap
+            left = T.alloc_local((passes,), "int32")
+            for rnd in T.serial(rounds):
+                tile: T.let = cta + rnd * grid
+                if tile < tiles:
+                    for p in T.unroll(passes):
+                        pixel: T.let = tile % m_tiles * bm + tid // lanes + p * rows_per_pass
+                        image[p] = T.Select(pixel < m, pixel // (oh * ow), -1)
+                        top[p] = pixel % (oh * ow) // ow * stride - pad
+                        left[p] = pixel % ow * stride - pad
+                    for kt in T.serial(k_tiles):
+                        g: T.let = rnd * k_tiles + kt
+                        st: T.let = g % stages
+                        ry: T.let = kt // (s * c_blocks)
+                        rx: T.let = kt // c_blocks % s
+                        c0: T.let = kt % c_blocks * tile_c
+                        if g >= stages:
+                            ring.empty.wait(st, (g // stages - 1) % 2)
+                        load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, tile // m_tiles * bn, tid)
+                        for p in T.unroll(passes):
+                            row: T.let = tid // lanes + p * rows_per_pass
+                            iy: T.let = top[p] + ry
+                            ix: T.let = left[p] + rx
+                            inside: T.let = image[p] >= 0 and iy >= 0 and iy < h and ix >= 0 and ix < w
+                            src: T.let = T.Select(inside, image[p] * image_size + (iy * w + ix) * pixel_size, 0)
+                            if row < bm:
+                                for q in T.unroll(per_lane):
+                                    copy(A_s.ptr_to([st, row, (tid % lanes * per_lane + q) * (16 if int8 else 8)]),
+                                         Xf.ptr_to([src + chunk_offset(tid % lanes * per_lane + q, c0)]), 16,
+                                         T.Select(inside, T.uint32(16), T.uint32(0)))
+                        T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(ring.full.ptr_to([st]))
+        else:  # consumer warpgroups: rows 64 * wg of the tile
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(tma_ws.CONSUMER_REGS)
+            acc = T.alloc_local((bn // 2,), acc_dtype)
+            a_base: T.let = T.cuda.cvta_generic_to_shared(A_s.ptr_to([0, 0, 0]))
+            b_base: T.let = T.cuda.cvta_generic_to_shared(B_s.ptr_to([0, 0, 0]))
+            for rnd in T.serial(rounds):
+                tile: T.let = cta + rnd * grid
+                if tile < tiles:
+                    consume(acc, ring, a_base, b_base, rnd, wg, tid)
+                    for t in T.unroll(bn // 16):  # the epilogue: two adjacent channels per thread and step
+                        for pair in T.unroll(4):
+                            row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
+                            pixel: T.let = tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row
+                            if pixel < m:
+                                store(Y, Yf, Bias, Scale, Res, acc, pixel, tile // m_tiles * bn + 16 * t + col,
+                                      t * 8 + pair * 2)
+
+    if int8:
+        @T.prim_func
+        def conv_int8_tma_ws(x: T.handle, wt: T.handle, bias: T.handle, scale: T.handle, res: T.handle,
+                             y: T.handle):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
+            X = T.match_buffer(x, x_shape, elem)
+            Wt = T.match_buffer(wt, w_shape, elem)
+            Bias = T.match_buffer(bias, (k,), "int32")
+            Scale = T.match_buffer(scale, (k,), "float32")
+            Res = T.match_buffer(res, y_shape, elem)
+            Y = T.match_buffer(y, y_shape, elem)
+            body(X, Wt, Bias, Scale, Res, Y)
+
+        return conv_int8_tma_ws
+
+    @T.prim_func
+    def conv_tma_ws(x: T.handle, wt: T.handle, y: T.handle):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
+        X = T.match_buffer(x, x_shape, elem)
+        Wt = T.match_buffer(wt, w_shape, elem)
+        Y = T.match_buffer(y, y_shape, elem)
+        body(X, Wt, None, None, None, Y)
+
+    return conv_tma_ws
+
+
+def conv2d_nhwc_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
+                       consumers: int = 2, persistent_ctas: int = 0, lanes: int = 4,
+                       l1_gather: bool = True) -> s_tir.Schedule:
+    """The kernel of the module docstring for the fp16 NHWC convolution of ``sch``'s module: v9's parameters
+    (``block_tile`` 64 x ``consumers`` rows by up to 256 output channels, ``stages`` in the ring,
+    ``persistent_ctas`` blocks looping over the tiles, 0 for one block per tile) and the gather's: ``lanes``
+    producer threads per im2col row (4: each copies 32 contiguous bytes, whole sectors), ``l1_gather`` through L1
+    (``cp.async.ca``: the next tap reads the same pixels again)."""
+    geom = conv_geometry(sch, "NHWC")
+    dtype = str(sch.get(sch.get_sblock("pad")).reads[0].source.dtype)
+    if dtype != "float16":
+        raise ValueError(f"the TMA conv kernel takes float16 NHWC inputs, got a {dtype} workload")
+    params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
+              "lanes": lanes}
+    _require(geom, dtype="float16", **params)
+    return s_tir.Schedule(IRModule({"main": _kernel(geom, "float16", l1_gather=l1_gather, **params)}))
+
+
+def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
+                       consumers: int = 2, persistent_ctas: int = 0, lanes: int = 4,
+                       l1_gather: bool = True) -> s_tir.Schedule:
+    """The kernel of the module docstring for the int8 NC/32HW32 convolution of ``sch``'s module (``conv2d_int8``),
+    with its requantizing epilogue (bias, scale, rounding, the residual and ReLU where the module has them,
+    saturation) on the int32 accumulators; the parameters of ``conv2d_nhwc_tma_ws``. C must be a multiple of 128
+    (a k tile is four channel groups)."""
+    geom = conv_geometry(sch, "NCHW32")
+    residual, relu = _epilogue_ops(sch)
+    params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
+              "lanes": lanes}
+    _require(geom, dtype="int8", **params)
+    return s_tir.Schedule(IRModule({"main": _kernel(geom, "int8", l1_gather=l1_gather, residual=residual,
+                                                    relu=relu, **params)}))

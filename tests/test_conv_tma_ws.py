@@ -1,0 +1,98 @@
+"""The warp-specialized convolutions (``schedules.conv.tma_ws``) on the CPU: the geometry they read from the
+workload, the CUDA they generate for sm_90a (TMA filter tiles and mbarriers for fp16, the producer's zero-filling
+cp.async gather signalling the same barriers, wgmma, no spills with nvcc), one-line errors for what they cannot take,
+and their place in the conv rules. Numerical checks need the GPU (notebooks 06 to 08 verify every row they time)."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from tvm import s_tir
+
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.schedules.conv.records import INT8_TMA_WS, NHWC_TMA_WS
+from tirbench.schedules.conv.rules import rule_records
+from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws, conv_geometry
+from tirbench.workloads.conv2d import conv2d
+from tirbench.workloads.conv2d_int8 import conv2d_int8
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def _fp16(*shape: int):
+    return conv2d(*shape, layout="NHWC", dtype="float16")
+
+
+@pytest.mark.parametrize("shape, stride, pad", [((2, 64, 9, 11, 64, 3, 3, 2, 1), 2, 1),
+                                                ((7, 64, 35, 35, 64, 1, 1, 1, 0), 1, 0),
+                                                ((1, 64, 8, 8, 64, 7, 7, 1, 3), 1, 3)])
+def test_geometry_reads_stride_and_padding_from_the_module(shape, stride, pad):
+    geom = conv_geometry(s_tir.Schedule(_fp16(*shape).mod), "NHWC")
+    assert (geom["stride"], geom["pad"], geom["h"], geom["w"]) == (stride, pad, shape[2], shape[3])
+    geom = conv_geometry(s_tir.Schedule(conv2d_int8(*shape).mod), "NCHW32")
+    assert (geom["stride"], geom["pad"], geom["h"], geom["w"]) == (stride, pad, shape[2], shape[3])
+
+
+@pytest.fixture(scope="module")
+def fp16_source() -> str:
+    """A batch-7 layer: GEMM_M = 7 * 28 * 28 = 5488, no multiple of the 128-row tile (the last rows are masked)."""
+    return device_source(NHWC_TMA_WS.apply(_fp16(7, 128, 28, 28, 128), {"block_tile": (128, 128), "stages": 6}))
+
+
+@pytest.fixture(scope="module")
+def int8_source() -> str:
+    return device_source(INT8_TMA_WS.apply(conv2d_int8(2, 128, 14, 14, 256, residual=True),
+                                           {"block_tile": (128, 128), "stages": 4}))
+
+
+def test_fp16_filter_tiles_come_by_tma_and_the_gather_signals_the_same_barriers(fp16_source):
+    kernel = fp16_source[fp16_source.index('extern "C" __global__'):]
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 1   # the filter
+    for construct in ("cp.async.bulk.tensor", "mbarrier.arrive.expect_tx", "mbarrier.try_wait",
+                      "cp.async.mbarrier.arrive.noinc", "cp.async.ca.shared.global", "fence.proxy.async",
+                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "setmaxnreg.dec", "setmaxnreg.inc"):
+        assert construct in fp16_source, construct
+    assert re.search(r"mbarrier_init[^;]*\(uint\)129\)", fp16_source)   # 128 gather threads + the TMA thread
+
+
+def test_int8_gathers_both_operands_and_requantizes(int8_source):
+    assert "cp.async.bulk.tensor" not in int8_source and "CUtensorMap" not in int8_source
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in int8_source
+    assert "cp.async.mbarrier.arrive.noinc" in int8_source
+    assert re.search(r"mbarrier_init[^;]*\(uint\)128\)", int8_source)
+    assert "Res_ptr" in int8_source and "nearbyintf" in int8_source   # the residual and round-half-even are fused
+
+
+@needs_nvcc
+@pytest.mark.parametrize("which", ["fp16_source", "int8_source"])
+def test_no_spills_with_nvcc(request, which):
+    report = " ".join(nvcc_report(request.getfixturevalue(which)))
+    assert re.search(r"0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", report), report
+
+
+@pytest.mark.parametrize("make, params, message", [
+    (lambda: _fp16(2, 96, 14, 14, 128), {}, "=64 does not divide c \\(input channels\\)=96"),
+    (lambda: _fp16(2, 64, 14, 14, 128), {"block_tile": (128, 256)}, "does not divide k \\(output channels\\)=128"),
+    (lambda: _fp16(2, 64, 14, 14, 256), {"stages": 6}, "need 295008 bytes of shared memory"),
+    (lambda: _fp16(2, 64, 14, 14, 256), {"lanes": 3}, "lanes=3"),
+    (lambda: _fp16(2, 64, 14, 14, 256), {"block_tile": (128, 256), "consumers": 1}, "must be 64"),
+    (lambda: conv2d(2, 64, 14, 14, 256, layout="NHWC"), {}, "takes float16 NHWC inputs"),
+    (lambda: conv2d(2, 64, 14, 14, 256, layout="NCHW", dtype="float16"), {}, "needs an NHWC convolution"),
+])
+def test_fp16_bad_input_is_one_line(make, params, message):
+    with pytest.raises(ValueError, match=message) as err:
+        conv2d_nhwc_tma_ws(s_tir.Schedule(make().mod), **params)
+    assert "\n" not in str(err.value)
+
+
+def test_int8_needs_four_channel_groups_per_k_tile():
+    with pytest.raises(ValueError, match="the k tile \\(channels\\)=128 does not divide c \\(input channels\\)=64"):
+        conv2d_int8_tma_ws(s_tir.Schedule(conv2d_int8(2, 64, 14, 14, 128).mod))
+
+
+def test_rules_offer_the_warp_specialized_family_where_the_channels_allow():
+    names = [record.name for record in rule_records(_fp16(32, 256, 14, 14, 256))]
+    assert names == ["nhwc_wgmma", "nhwc_tma_ws", "nhwc_mma"]
+    stem = [record.name for record in rule_records(_fp16(32, 3, 224, 224, 64, 7, 7, 2, 3))]
+    assert "nhwc_tma_ws" not in stem and stem   # C = 3: no 64-channel k tile, the other families take it
