@@ -175,7 +175,8 @@ REGISTRY_WORKLOADS = {"gemm fp32": WL, "gemm fp16": gemm(256, 256, 256, "float16
                       "conv NHWC fp16": conv2d(32, 64, 7, 7, 64, layout="NHWC", dtype="float16"),
                       "winograd": conv2d_winograd(1, 8, 8, 8, 8, m=2)}
 ACCEPTS = {"default": set(REGISTRY_WORKLOADS), "v5": {"gemm fp32"}, "template": {"conv NCHW"},
-           "splitk": {"conv NCHW"}, "rules": {"conv NCHW"}, "wmma": {"conv NHWC fp16"}}
+           "splitk": {"conv NCHW"}, "rules": {"conv NCHW"}, "wmma": {"conv NHWC fp16"},
+           "wgmma": {"gemm fp16", "conv NHWC fp16"}}
 
 
 @pytest.mark.parametrize("space", list(SPACES))

@@ -5,6 +5,7 @@
     python -m tirbench.tuning conv2d 32 64 56 56 64 3 3 1 1  32 512 7 7 512 3 3 1 1 --layout NHWC \\
         --dtype float16 --space wmma --trials 16 --chunk 16
     python -m tirbench.tuning conv2d_winograd 256 256 14 14 512 3 3 1 1 --m 4 --trials 256 --chunk 32 --seconds 540
+    python -m tirbench.tuning gemm 4096 4096 4096 --dtype float16 --space wgmma --trials 256
 
 tunes (on a CUDA GPU) until the database has that many trials for each workload or the time is nearly up. The search
 space (``--space``) comes from the registry in ``tirbench.tuning.spaces``, each in its own database.

@@ -1,4 +1,6 @@
-"""A MetaSchedule postprocessor that checks a candidate against the GPU's limits as it will be built.
+"""MetaSchedule postprocessors of the suite's hand-written design spaces: ``VerifyGPUCodeAsBuilt`` (the ``wmma`` and
+``wgmma`` spaces) checks a candidate against the GPU's limits as it will be built; ``RewriteWgmma`` (the ``wgmma``
+space) finishes a candidate once its decisions are known (see ``tirbench.schedules.gemm.wgmma_space``).
 
 MetaSchedule's ``VerifyGPUCode`` lowers every candidate with a fixed pass list that always runs ``StorageRewrite``.
 For the wmma kernels that pass merges the fp32 C tile into the fp16 A/B tiles' shared memory, after which the
@@ -21,14 +23,15 @@ from tvm.s_tir.analysis import verify_gpu_code
 from tvm.tirx import transform as tt
 
 
-def _lowering() -> tvm.transform.Sequential:
-    """``VerifyGPUCode``'s lowering passes, in its order, without ``StorageRewrite``."""
+def _lowering(storage_rewrite: bool = False) -> tvm.transform.Sequential:
+    """``VerifyGPUCode``'s lowering passes, in its order, without ``StorageRewrite`` unless ``storage_rewrite``."""
     return tvm.transform.Sequential([
         st.LowerCrossThreadReduction(), st.LowerInitBlock(), st.PlanAndUpdateBufferAllocationLocation(),
         st.ConvertBlocksToOpaque(), st.ManifestSharedMemoryLocalStage(), st.CompactBufferAllocation(),
         st.LowerMatchBuffer(), st.InjectSoftwarePipeline(), st.LowerOpaqueBlock(), tt.FlattenBuffer(),
         tt.NarrowDataType(32), st.StmtSimplify(), tt.VectorizeLoop(True), st.InjectVirtualThread(),
-        st.InjectDoubleBuffer(), st.MergeSharedMemoryAllocations(), tt.LowerIntrin()])
+        st.InjectDoubleBuffer(), *([tt.StorageRewrite()] if storage_rewrite else []),
+        st.MergeSharedMemoryAllocations(), tt.LowerIntrin()])
 
 
 def threads_per_block(func: tvm.tirx.PrimFunc) -> int:
@@ -40,11 +43,15 @@ def threads_per_block(func: tvm.tirx.PrimFunc) -> int:
 
 
 @derived_object
-class VerifyGPUCodeKeepStorage(ms.postproc.PyPostproc):
-    """``VerifyGPUCode`` for kernels built without storage rewriting (see the module docstring)."""
+class VerifyGPUCodeAsBuilt(ms.postproc.PyPostproc):
+    """``VerifyGPUCode`` lowering as the kernels are built: without storage rewriting (default; see the module
+    docstring) or with it (``storage_rewrite``), and vectors up to ``max_vector_bytes`` (``VerifyGPUCode``: 16; the
+    convolutions' epilogue reads 8 floats of C, 32 bytes, which CUDA splits into two 16-byte loads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, storage_rewrite: bool = False, max_vector_bytes: int = 16) -> None:
         super().__init__()
+        self.storage_rewrite = storage_rewrite
+        self.max_vector_bytes = max_vector_bytes
         self.target: tvm.target.Target | None = None
         self.limits: dict[str, int] = {}
 
@@ -53,7 +60,7 @@ class VerifyGPUCodeKeepStorage(ms.postproc.PyPostproc):
         attrs = self.target.attrs
         self.limits = {"max_shared_memory_per_block": int(attrs["max_shared_memory_per_block"]),
                        "max_threads_per_block": int(attrs["max_threads_per_block"]),
-                       "max_vthread": 8, "max_vector_bytes": 16}
+                       "max_vthread": 8, "max_vector_bytes": self.max_vector_bytes}
 
     def apply(self, sch: s_tir.Schedule) -> bool:
         for gv, func in sch.mod.functions.items():
@@ -61,7 +68,7 @@ class VerifyGPUCodeKeepStorage(ms.postproc.PyPostproc):
                 continue
             func = func.with_attr("global_symbol", gv.name_hint).with_attr("target", self.target)
             try:
-                lowered = _lowering()(tvm.IRModule({gv.name_hint: func}))
+                lowered = _lowering(self.storage_rewrite)(tvm.IRModule({gv.name_hint: func}))
             except Exception:  # noqa: BLE001 - a candidate that does not lower is a rejected candidate
                 return False
             for f in lowered.functions.values():
@@ -70,12 +77,48 @@ class VerifyGPUCodeKeepStorage(ms.postproc.PyPostproc):
         return True
 
     def clone(self) -> ms.Postproc:
-        copy = VerifyGPUCodeKeepStorage()
+        copy = VerifyGPUCodeAsBuilt(self.storage_rewrite, self.max_vector_bytes)
         copy.target, copy.limits = self.target, dict(self.limits)
         return copy
+
+
+#: The wmma space's check, by the name it had first (kernels built without storage rewriting).
+VerifyGPUCodeKeepStorage = VerifyGPUCodeAsBuilt
 
 
 def cuda_postprocs_keep_storage() -> list[ms.Postproc]:
     """MetaSchedule's "cuda" postprocessors with ``VerifyGPUCode`` swapped for ``VerifyGPUCodeKeepStorage``."""
     return [p if not isinstance(p, ms.postproc.VerifyGPUCode) else VerifyGPUCodeKeepStorage()
             for p in ms.Postproc.create("cuda")]
+
+
+@derived_object
+class RewriteWgmma(ms.postproc.PyPostproc):
+    """The ``wgmma`` space's postprocessor: tensorizes and pipelines each candidate once its decisions are known
+    (``tirbench.schedules.gemm.wgmma_space.finish_wgmma``); rejects a combination the hand kernel's checks refuse."""
+
+    def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
+        from tirbench.schedules.gemm.wgmma_space import register_space_intrins
+
+        register_space_intrins()  # here, not from the search's threads
+
+    def apply(self, sch: s_tir.Schedule) -> bool:
+        from tirbench.schedules.gemm.wgmma_space import finish_wgmma
+
+        try:
+            return finish_wgmma(sch)
+        except (ValueError, tvm.TVMError):  # a decision the intrinsics cannot take is a rejected candidate
+            return False
+
+    def clone(self) -> ms.Postproc:
+        return RewriteWgmma()
+
+
+def wgmma_postprocs() -> list[ms.Postproc]:
+    """``RewriteWgmma`` first (the candidates are tensorized before anything else looks at them), then MetaSchedule's
+    "cuda" postprocessors with ``VerifyGPUCode`` as the kernels are built (``VerifyGPUCodeAsBuilt``: storage
+    rewriting on, as ``MMA_ASYNC_CONFIG`` builds them; the convolution's 32-byte epilogue reads allowed); the space's
+    target allows 227 KB of shared memory."""
+    return [RewriteWgmma(), *(p if not isinstance(p, ms.postproc.VerifyGPUCode)
+                              else VerifyGPUCodeAsBuilt(storage_rewrite=True, max_vector_bytes=32)
+                              for p in ms.Postproc.create("cuda"))]

@@ -21,15 +21,17 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench.core.machine import cuda_target
-from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
 from tirbench.schedules.common.decisions import with_decisions
+from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_nchw_splitk_space, splitk_decisions
 from tirbench.schedules.conv.records import NCHW_SPLITK
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm.simt import gemm_v5_space
-from tirbench.tuning.postprocs import cuda_postprocs_keep_storage
+from tirbench.schedules.gemm.wgmma_space import require_wgmma_workload, wgmma_pass_config, wgmma_seeds, wgmma_space
+from tirbench.tuning.mutators import MutateCategorical
+from tirbench.tuning.postprocs import cuda_postprocs_keep_storage, wgmma_postprocs
 from tirbench.workloads.base import Workload
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
@@ -134,6 +136,10 @@ def _require_fp16_nhwc_conv(wl: Workload) -> None:
                          f"{wl.layout or ''}".rstrip())
 
 
+def _require_wgmma(wl: Workload) -> None:
+    require_wgmma_workload(wl, param="space='wgmma'")
+
+
 def _default_pass_config(wl: Workload) -> dict[str, bool]:
     return TENSOR_CORE_PASS_CONFIG if uses_tensor_cores(wl) else {}
 
@@ -141,6 +147,12 @@ def _default_pass_config(wl: Workload) -> dict[str, bool]:
 def _tile_mutators() -> dict[ms.Mutator, float]:
     """Only tile sizes: "cuda"'s unroll and thread-binding mutators look for MetaSchedule's own annotations."""
     return {ms.mutator.MutateTileSize(): 1.0}
+
+
+def _tile_and_choice_mutators() -> dict[ms.Mutator, float]:
+    """Tile sizes, and the template's own categorical choices (``MutateCategorical``: MetaSchedule's mutators leave
+    them alone)."""
+    return {ms.mutator.MutateTileSize(): 0.6, MutateCategorical(): 0.4}
 
 
 #: Every space ``tune`` knows, by name.
@@ -164,6 +176,11 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
                 schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
                 dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
+    DesignSpace(name="wgmma", description="fp16 GEMM and fp16 NHWC conv2d: the v8 wgmma kernel with its block "
+                "tile, raster, stages and overlap sampled, the search started from the hand sweep's candidates "
+                "(seeds)", check=_require_wgmma, schedule_fn=wgmma_space, pass_config=wgmma_pass_config,
+                db_suffix="_wgmmaspace", dynamic_shared_memory=True, mutator_probs=_tile_and_choice_mutators,
+                postprocs=wgmma_postprocs, seeds=wgmma_seeds),
 )}
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from tvm import s_tir
 
 from tirbench.schedules.common.checks import loop_extent, require_positive_int
-from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, WARP
+from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, Warps, split_threads
 
 #: Floats of padding per row of the shared C tile: the tensor-core stores of 8 rows x 8 floats then fall on
 #: different banks (with 128-float rows all 8 rows would share the same ones).
@@ -83,15 +83,15 @@ class Padding:
         if self.output:
             sch.compute_inline(sch.get_sblock(self.output))
 
-    def finish(self, sch: s_tir.Schedule, warps: int) -> None:
+    def finish(self, sch: s_tir.Schedule, warps: Warps) -> None:
         """After a tensor-core helper: ``store_through_shared`` where ``pad_to_tiles`` moved the padded C to shared
-        memory (C in global memory), else ``fold_into_consumer``."""
+        memory (C in global memory), else ``fold_into_consumer``. ``warps``: a count or split factors (``Warps``)."""
         if self.through_shared:
             self.store_through_shared(sch, warps)
         else:
             self.fold_into_consumer(sch)
 
-    def store_through_shared(self, sch: s_tir.Schedule, warps: int) -> None:
+    def store_through_shared(self, sch: s_tir.Schedule, warps: Warps) -> None:
         """``inline_inputs``, and copy the block tile of C (in shared memory, rows padded by ``C_ROW_PAD``) to C
         after the main loop: ``warps`` x 32 threads, each a 16-byte predicated store per step (narrower when C's
         rows are not a multiple of 4 floats)."""
@@ -106,9 +106,7 @@ class Padding:
         sch.reverse_compute_at(crop, sch.get_loops(tile_store)[0])  # the block-index loop
         *rows, cols = sch.get_loops(crop)[1:] or [sch.add_unit_loop(crop)]  # (unit loops are dropped: 1 x 1 C)
         cols, vec = sch.split(cols, factors=[None, vector])
-        _, ty, tx = sch.split(sch.fuse(*rows, cols), factors=[None, warps, WARP])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
+        split_threads(sch, sch.fuse(*rows, cols), warps)
         sch.vectorize(vec)
 
 

@@ -3,11 +3,15 @@ convolutions (``conv2d``, ``conv2d_tensorcore``): the device limits (``WARP``, `
 (``gemm_block``, ``has_block``), the parameter checks of tiled kernels (``require_*``, ``check_simt_tiles``), block
 rasterization (``bind_blocks``), shared-memory row padding (``padded``), fragment tiles for tensor-core intrinsics
 (``split_tile``), the software pipeline (``pipeline``, ``PREFETCH``), the SIMT loop nest of v2..v5 (``simt_nest``)
-and the PassContext config its cp.async copies need (``SIMT_ASYNC_CONFIG``).
+and the PassContext config its cp.async copies need (``SIMT_ASYNC_CONFIG``); for tiles a MetaSchedule design space
+samples, ``SampledTile`` / ``tile_loop`` and ``split_threads`` (warps given as split factors).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tvm import s_tir
+from tvm.s_tir.schedule import ExprRV
 
 from tirbench.schedules.common.checks import loop_extent, require_divides, require_positive_int, require_threads
 
@@ -57,6 +61,47 @@ def require_fetch(rows: int, tile_k: int, threads: int, vector: int, *, operand:
     if rows * tile_k % (threads * vector):
         raise ValueError(f"tile_k={tile_k}: the {operand} tile ({rows * tile_k} elements) is not a multiple of "
                          f"{threads} threads x {vector}-element copies")
+
+
+@dataclass(frozen=True)
+class SampledTile:
+    """A tile size left to MetaSchedule: ``unit`` times a factor of (the loop's extent / ``unit``), at most
+    ``max_units``, drawn by ``sample_perfect_tile`` (so it always divides the loop, and ``MutateTileSize`` moves it)."""
+
+    unit: int
+    max_units: int
+
+
+#: The warps of a block as ``split`` factors: a count, or the factors whose product it is (a sampled count: the
+#: sampled factor and its unit, from ``tile_loop``).
+Warps = int | tuple[int | ExprRV, ...]
+
+
+def tile_loop(sch: s_tir.Schedule, loop: s_tir.LoopRV,
+              size: int | SampledTile) -> tuple[s_tir.LoopRV, s_tir.LoopRV, Warps]:
+    """Split ``loop`` into (tiles, one tile of ``size``); returns them and the tile size as split factors (``Warps``).
+    An int is one split; a ``SampledTile`` splits off its unit, samples a perfect tile of what is left and fuses the
+    sampled factor with the unit into the one inner loop."""
+    if isinstance(size, int):
+        outer, inner = sch.split(loop, factors=[None, size])
+        return outer, inner, size
+    rest, unit = sch.split(loop, factors=[None, size.unit])
+    units = sch.sample_perfect_tile(rest, n=2, max_innermost_factor=size.max_units)
+    outer, sampled = sch.split(rest, factors=units)
+    return outer, sch.fuse(sampled, unit), (units[1], size.unit)
+
+
+def split_threads(sch: s_tir.Schedule, loop: s_tir.LoopRV, warps: Warps,
+                  *inner: int) -> tuple[s_tir.LoopRV, ...]:
+    """Split ``loop`` into (rest, warps -> threadIdx.y, 32 lanes -> threadIdx.x, *``inner``) and bind the threads;
+    returns the loops in that order. Warps given as several factors (``Warps``) are fused into the threadIdx.y loop."""
+    factors = (warps,) if isinstance(warps, int) else tuple(warps)
+    rest, *loops = sch.split(loop, factors=[None, *factors, WARP, *inner])
+    parts, (tx, *tail) = loops[:len(factors)], loops[len(factors):]
+    ty = parts[0] if len(parts) == 1 else sch.fuse(*parts)
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    return (rest, ty, tx, *tail)
 
 
 def bind_blocks(sch: s_tir.Schedule, by: s_tir.LoopRV, bx: s_tir.LoopRV, raster: int | s_tir.ExprRV) -> None:

@@ -36,7 +36,7 @@ from tvm.tirx import IndexMap
 
 from tirbench.core import lowering
 from tirbench.schedules.common.checks import require_divides, require_positive_int
-from tirbench.schedules.common.tiling import WARP, has_block
+from tirbench.schedules.common.tiling import WARP, Warps, has_block, split_threads
 from tirbench.schedules.conv.direct import _conv_block
 from tirbench.schedules.gemm.tensorcore import gemm_v7_mma, gemm_v8_wgmma
 
@@ -124,15 +124,14 @@ def _input_fill(sch: s_tir.Schedule) -> s_tir.SBlockRV:
     raise RuntimeError("no im2col shared-memory fill: run a GEMM helper on conv2d_as_gemm's block first")
 
 
-def _finish(sch: s_tir.Schedule, *, warps: int, vector: int = VECTOR) -> s_tir.Schedule:
+def _finish(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR) -> s_tir.Schedule:
     """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
-    (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads."""
+    (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads (``warps``: a count,
+    or split factors where a design space samples it)."""
     _inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
-    _, ty, tx, vec = sch.split(sch.fuse(*sch.get_loops(out)[1:]), factors=[None, warps, WARP, vector])
-    sch.bind(ty, "threadIdx.y")
-    sch.bind(tx, "threadIdx.x")
+    *_, vec = split_threads(sch, sch.fuse(*sch.get_loops(out)[1:]), warps, vector)
     sch.vectorize(vec)
     return sch
 

@@ -18,6 +18,8 @@ from tirbench.schedules.common.checks import require_divides, require_positive_i
 from tirbench.schedules.common.padding import Padding, pad_to_tiles, padded_extents, require_shared_c
 from tirbench.schedules.common.tiling import (
     WARP,
+    SampledTile,
+    Warps,
     bind_blocks,
     gemm_block,
     padded,
@@ -26,7 +28,9 @@ from tirbench.schedules.common.tiling import (
     require_multiple,
     require_prefetch,
     require_shared,
+    split_threads,
     split_tile,
+    tile_loop,
 )
 from tirbench.schedules.intrinsics import mma_int8, wgmma
 
@@ -271,25 +275,30 @@ def _require_wgmma_tiles(mnk: tuple[int, int, int], dtype: str, *, block_tile: t
     return warps
 
 
-def _warpgroup_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, bn: int, tile_k: int, warps: int,
-                    raster: int) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.LoopRV]:
+def _warpgroup_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, bn: int | SampledTile, tile_k: int,
+                    warps: int | SampledTile,
+                    raster: int | SampledTile) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.LoopRV, Warps]:
     """v8's loop nest: each warp's 16 x ``bn`` x ``tile_k`` product blockized (``"<block>_o"``), ``warps`` of them
-    per block (threadIdx.y), blocks rasterized; returns (the product block, the k-tile loop, the warp loop)."""
+    per block (threadIdx.y), blocks rasterized; returns (the product block, the k-tile loop, the warp loop, the
+    warps as split factors). ``bn``, ``warps`` and ``raster`` may be left to MetaSchedule (``SampledTile``: sampled
+    perfect tiles, ``wgmma_space``)."""
     i, j, kk = sch.get_loops(blk)
     i, i16 = sch.split(i, factors=[None, 16])
-    bx, jn = sch.split(j, factors=[None, bn])
+    bx, jn, _ = tile_loop(sch, j, bn)
     ko, kt = sch.split(kk, factors=[None, tile_k])
     sch.reorder(i, bx, ko, i16, jn, kt)
     tile = sch.blockize(i16)  # block "C_o": one warp's 16 x bn x tile_k product
-    by, warp = sch.split(i, factors=[None, warps])
+    by, warp, warps = tile_loop(sch, i, warps)
     sch.reorder(by, bx, warp, ko)
+    if isinstance(raster, SampledTile):  # a divisor of the block rows, at most max_units
+        raster = sch.sample_perfect_tile(by, n=2, max_innermost_factor=raster.max_units)[1]
     bind_blocks(sch, by, bx, raster)
     sch.bind(warp, "threadIdx.y")
-    return tile, ko, warp
+    return tile, ko, warp, warps
 
 
 def _stage_wgmma_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.LoopRV, dtype: str, layout: str,
-                       warps: int) -> None:
+                       warps: Warps) -> None:
     """A and B tiles of a k tile to shared memory in wgmma's ``layout`` (``intrinsics.wgmma``), 16-byte copies spread
     over the block's threads in the order that layout's banks want."""
     elems = wgmma.CHUNK_ELEMS[dtype]
@@ -307,9 +316,7 @@ def _stage_wgmma_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.Loop
             threads = sch.fuse(r, c, r8)
         else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
             threads = sch.fuse(r, r8, c)
-        _, ty, tx = sch.split(threads, factors=[None, warps, WARP])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
+        split_threads(sch, threads, warps)
         sch.vectorize(c8)
 
 
@@ -360,19 +367,40 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     warps = _require_wgmma_tiles(mnk, dtype, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster,
                                  layout=layout, overlap=overlap)
     padding = _pad(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
+    _, ko, acc, _ = wgmma_nest(sch, block, dtype=dtype, layout=layout, bn=bn, tile_k=tile_k, warps=warps,
+                                  raster=raster)
+    tensorize_wgmma(sch, block, acc, ko, bn=bn, tile_k=tile_k, layout=layout, stages=stages, overlap=overlap,
+                    dtype=dtype)
+    padding.finish(sch, warps)
+    return sch
+
+
+def wgmma_nest(sch: s_tir.Schedule, block: str, *, dtype: str, layout: str, bn: int | SampledTile, tile_k: int,
+               warps: int | SampledTile, raster: int | SampledTile
+               ) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.SBlockRV, Warps]:
+    """v8 up to its tensor intrinsics, on the (padded) GEMM block ``block``: the warpgroup nest, the A and B tiles
+    staged in shared memory in ``layout``, the accumulators in registers. Returns (the product block
+    ``"<block>_o"``, the k-tile loop, the accumulator store block, the warps as split factors); ``tensorize_wgmma``
+    finishes it. ``bn``, ``warps`` and ``raster`` may be ``SampledTile``s (the ``wgmma`` design space)."""
     blk = sch.get_sblock(block)
-    c_scope = sch.get(blk).writes[0].source.scope()
-    tile, ko, warp = _warpgroup_nest(sch, blk, bn, tile_k, warps, raster)
+    tile, ko, warp, warps = _warpgroup_nest(sch, blk, bn, tile_k, warps, raster)
     _stage_wgmma_tiles(sch, tile, ko, dtype, layout, warps)
     acc = _register_accumulator(sch, tile, ko, warp)
+    return tile, ko, acc, warps
+
+
+def tensorize_wgmma(sch: s_tir.Schedule, block: str, acc: s_tir.SBlockRV, ko: s_tir.LoopRV, *, bn: int,
+                    tile_k: int, layout: str, stages: int, overlap: bool, dtype: str) -> None:
+    """v8's last step after ``wgmma_nest``: the fill, the accumulator store (to C's scope) and the product
+    tensorized with the wgmma intrinsics of this ``bn``, ``tile_k``, ``layout`` and overlap, and the k-tile loop
+    ``ko`` software-pipelined over ``stages`` buffers (``overlap``: the math before the copies)."""
+    c_scope = sch.get(acc).writes[0].source.scope()  # global, or shared (padded C, a convolution's epilogue)
     names = wgmma.intrin_names(bn, tile_k, layout, overlap_stages=stages if overlap else 0,
                                store_scope=c_scope, dtype=dtype)
     sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], names["init"])
     sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     sch.tensorize(sch.get_loops(sch.get_sblock(block))[-3], names["compute"])
     pipeline(sch, ko, stages, async_copy=True, math_first=overlap)
-    padding.finish(sch, warps)
-    return sch
 
 
 def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV], ko: s_tir.LoopRV,

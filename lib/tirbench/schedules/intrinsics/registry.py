@@ -5,11 +5,14 @@ from __future__ import annotations
 
 def import_tensor_intrin() -> None:
     """Register TVM's CUDA tensor intrinsics (importing ``tvm.s_tir.tensor_intrin``: 20-40 s per process), the wmma
-    fragment shapes TVM does not register (a tuned wmma-space trace names them), and the integer wgmma shapes with
-    N = 256 (a worker process that generates the code of an int8 128x256 tile needs them in its own PTX table)."""
+    fragment shapes TVM does not register (a tuned wmma-space trace names them), the wgmma intrinsics a wgmma-space
+    candidate can name (its tuned traces name them too), and the integer wgmma shapes with N = 256 (a worker process
+    that generates the code of an int8 128x256 tile needs them in its own PTX table)."""
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
+    from tirbench.schedules.gemm.wgmma_space import register_space_intrins
     from tirbench.schedules.intrinsics.wgmma import allow_integer_n256
     from tirbench.schedules.intrinsics.wmma import register_wmma_intrins
     register_wmma_intrins()
+    register_space_intrins()
     allow_integer_n256()

@@ -1,0 +1,261 @@
+"""The ``wgmma`` design space: registered and on the CLI; one-line refusals of what it cannot take; its design spaces
+and their decisions (tiles, stages, overlap); its seeds are the hand sweep's v8 kernels (the same CUDA); sampled and
+mutated candidates finish, pass or are cleanly rejected, and build for sm_90a with wgmma; MetaSchedule's search runs
+over it with stand-in builder and runner (no GPU here: nothing is measured)."""
+import random
+import shutil
+import tempfile
+
+import pytest
+import tvm
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.schedules.common.decisions import with_decisions
+from tirbench.schedules.conv.records import NHWC_WGMMA
+from tirbench.schedules.gemm.records import V8_WGMMA
+from tirbench.schedules.gemm.wgmma_space import (
+    LAYOUTS,
+    STAGES,
+    finish_wgmma,
+    gemm_wgmma_design,
+    seed_candidates,
+    wgmma_seeds,
+)
+from tirbench.tuning.cli import build_parser, main
+from tirbench.tuning.database import best_schedule, open_database
+from tirbench.tuning.history import trials_done
+from tirbench.tuning.seeds import seed_database
+from tirbench.tuning.spaces import SPACES, get_space
+from tirbench.tuning.tune import space_target, tuned_pass_config, work_dir_for
+from tirbench.workloads import conv2d, conv2d_int8, conv2d_winograd, gemm
+from tvm import s_tir
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+H100 = tvm.target.Target("nvidia/nvidia-h100", host="llvm")
+SPACE = get_space("wgmma")
+TARGET = SPACE.target(H100)
+GEMM = gemm(256, 256, 256, "float16")
+CONV = conv2d(4, 64, 8, 8, 256, layout="NHWC", dtype="float16")   # GEMM 256 x 256 x 576
+
+
+def _context(wl, seed=1):
+    return ms.TuneContext(mod=wl.mod, target=TARGET, space_generator=SPACE.generator(wl), task_name="main",
+                          num_threads=1, rand_state=seed)
+
+
+def _postprocessed(ctx, sch):
+    """``sch`` through the space's postprocessors, as the search applies them; None where one rejects it."""
+    sch = sch.copy()
+    sch.enter_postproc()
+    return sch if all(p.apply(sch) for p in ctx.space_generator.postprocs) else None
+
+
+def _samples(insts, trace):
+    return [(inst.kind.name, trace.decisions[inst]) for inst in insts if inst.kind.name.startswith("Sample")]
+
+
+def _cuda(sch, wl):
+    return device_source(sch, H100, SPACE.pass_config(wl))
+
+
+def test_registered_with_the_hand_kernels_config_and_the_dynamic_shared_memory_limit(tmp_path):
+    assert "wgmma" in SPACES
+    assert work_dir_for(tmp_path, GEMM, "wgmma").name == "float16_256x256x256_wgmmaspace"
+    assert work_dir_for(tmp_path, CONV, "wgmma").name == "float16_NHWC_4x64x8x8x256x3x3x1x1_wgmmaspace"
+    assert space_target("wgmma").attrs["max_shared_memory_per_block"] == 227 * 1024
+    assert tuned_pass_config(GEMM, "wgmma") == dict(V8_WGMMA.pass_config)
+    assert tuned_pass_config(CONV, "wgmma") == dict(NHWC_WGMMA.pass_config)
+    gen = SPACE.generator(GEMM)
+    assert isinstance(gen, ms.space_generator.ScheduleFn) and not gen.sch_rules
+    assert [type(m).__name__ for m in gen.mutator_probs] == ["MutateTileSize", "_PyMutator"]
+
+
+def test_cli_lists_and_accepts_it():
+    help_text = " ".join(build_parser().format_help().split())
+    assert "wgmma: fp16 GEMM and fp16 NHWC conv2d: the v8 wgmma kernel" in help_text
+    for argv in (["gemm", "4096", "4096", "4096", "--dtype", "float16", "--space", "wgmma", "--trials", "256"],
+                 ["conv2d", "256", "256", "14", "14", "512", "3", "3", "1", "1", "--layout", "NHWC", "--dtype",
+                  "float16", "--space", "wgmma", "--trials", "256"]):
+        assert build_parser().parse_args(argv).space == "wgmma"
+
+
+@pytest.mark.parametrize("wl", [gemm(256, 256, 256), conv2d(4, 64, 8, 8, 64, dtype="float16"),
+                                conv2d(4, 64, 8, 8, 64, layout="NHWC"), conv2d_int8(1, 64, 8, 8, 64),
+                                conv2d_winograd(1, 8, 8, 8, 8, m=2, layout="NHWC")],
+                         ids=["gemm fp32", "conv NCHW fp16", "conv NHWC fp32", "conv int8", "winograd"])
+def test_other_workloads_are_one_line(wl):
+    with pytest.raises(ValueError, match=r"^space='wgmma' is the float16 GEMM or float16 NHWC conv2d on wgmma, "
+                                         r"not [^\n]*$"):
+        SPACE.require(wl)
+    with pytest.raises(ValueError, match="^the wgmma space needs float16 inputs"):
+        gemm_wgmma_design(s_tir.Schedule(gemm(256, 256, 256).mod))
+
+
+def test_cli_refuses_fp32_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gemm", "256", "256", "256", "--space", "wgmma", "--trials", "1"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and "space='wgmma' is the float16 GEMM" in err
+
+
+def test_design_spaces_and_their_decisions():
+    """One design each (one per searched layout: ``"swizzle128"``); each samples three perfect tiles (block
+    columns, block rows, raster) and two categorical values (stages, overlap)."""
+    assert LAYOUTS == ("swizzle128",)
+    for wl, count in ((GEMM, 1), (CONV, 1)):
+        designs = _context(wl).space_generator.generate_design_space(wl.mod)
+        assert len(designs) == count
+        for design in designs:
+            kinds = [kind for kind, _ in _samples(design.trace.insts, design.trace)]
+            assert kinds == ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * 2
+            stages, overlap = (inst for inst in design.trace.insts if inst.kind.name == "SampleCategorical")
+            assert [int(c) for c in stages.attrs[0]] == list(STAGES)
+            assert [int(c) for c in overlap.attrs[0]] == [0, 1]
+
+
+@pytest.mark.parametrize("wl, record, count", [
+    (gemm(1024, 1024, 512, "float16"), V8_WGMMA, 9),   # not 256 x 128 rasterized by 8 (4 block rows), interleaved
+    (gemm(1000, 600, 200, "float16"), V8_WGMMA, 6),     # padded (C through shared memory); 64-column units: N = 640
+    (CONV, NHWC_WGMMA, 6),
+], ids=["gemm", "padded gemm", "conv"])
+def test_each_seed_is_its_hand_candidate_built_with_wgmma(wl, record, count):
+    """The hand candidates that fit the shape are the seeds, and each seed, postprocessed as the search does it,
+    gives its hand kernel's CUDA byte for byte."""
+    ctx = _context(wl)
+    pairs = seed_candidates(wl)
+    assert len(pairs) == count and len(wgmma_seeds(wl)) == count
+    for params, seed in pairs:
+        done = _postprocessed(ctx, seed)
+        assert done is not None, params
+        src = _cuda(done, wl)
+        assert "wgmma.mma_async" in src
+        assert src == device_source(record.schedule(s_tir.Schedule(wl.mod), **params), H100, record.pass_config)
+
+
+def test_sampled_candidates_finish_or_are_rejected_cleanly():
+    """Fresh samples of the design (the search's first population): each is finished and passes the GPU check, or
+    a postprocessor rejects it (never an exception); those that pass build with wgmma."""
+    for wl in (gemm(256, 256, 1024, "float16"), CONV):
+        ctx = _context(wl)
+        design, = ctx.space_generator.generate_design_space(wl.mod)
+        verdicts = []
+        for seed in random.Random(0).sample(range(1, 2**30), 16):   # small seeds draw alike
+            sch = s_tir.Schedule(wl.mod, seed=seed)
+            s_tir.Trace(design.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+            done = _postprocessed(ctx, sch)
+            verdicts.append(done is not None)
+            if done is not None and sum(verdicts) <= 2:
+                assert "wgmma.mma_async" in _cuda(done, wl)
+        assert sum(verdicts) >= 4 and not all(verdicts), verdicts
+
+
+@pytest.mark.parametrize("stages", STAGES)
+def test_every_depth_builds_and_overlap_needs_three_stages(stages):
+    """Each pipeline depth, with and without overlap, waits for the tile it multiplies (``stages - 2`` copy groups
+    may still be in flight); overlap with 2 stages, or more stages than k tiles, is rejected."""
+    wl = gemm(256, 256, 512, "float16")   # 8 k tiles
+    design = gemm_wgmma_design(s_tir.Schedule(wl.mod))
+    for overlap in (0, 1):
+        sch = with_decisions(wl, design, [[2, 2], [2, 2], [1, 2]], categorical=[stages, overlap])
+        if overlap and stages < 3:
+            assert not finish_wgmma(sch)
+            continue
+        assert finish_wgmma(sch)
+        src = _cuda(sch, wl)
+        assert "wgmma.mma_async" in src and f"cp.async.wait_group {stages - 2}" in src
+    short = with_decisions(GEMM, gemm_wgmma_design(s_tir.Schedule(GEMM.mod)), [[2, 2], [2, 2], [1, 2]],
+                           categorical=[stages, 0])   # K = 256: 4 k tiles
+    assert finish_wgmma(short) == (stages <= 4)
+
+
+def test_too_much_shared_memory_or_too_few_registers_is_rejected_not_raised():
+    """128 x 256 tiles: 4 stages fit in 227 KB, 5 do not; 256 x 256 tiles leave 128 registers a thread for 128
+    accumulators (ptxas fails): the postprocessor says so, nothing raises."""
+    wl = gemm(512, 512, 512, "float16")
+    design = gemm_wgmma_design(s_tir.Schedule(wl.mod))
+    fits = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[4, 1])
+    too_deep = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[5, 1])
+    too_wide = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[2, 0])
+    assert finish_wgmma(fits) and not finish_wgmma(too_deep) and not finish_wgmma(too_wide)
+
+
+def test_mutators_move_tiles_and_choices_and_the_result_replays():
+    ctx = _context(CONV, seed=3)
+    design = ctx.space_generator.generate_design_space(CONV.mod)[0]
+    before = _samples(design.trace.insts, design.trace)
+    moved = set()
+    for mutator in ctx.space_generator.mutator_probs:
+        for _ in range(6):
+            trace = mutator.apply(design.trace)
+            if trace is None:
+                continue
+            after = _samples(trace.insts, trace)
+            moved |= {i for i, (b, a) in enumerate(zip(before, after)) if b[1] != a[1]}
+            sch = s_tir.Schedule(CONV.mod)
+            trace.apply_to_schedule(sch, remove_postproc=True)
+            _postprocessed(ctx, sch)   # passes or is rejected; does not raise
+    assert {3, 4} & moved and {0, 1, 2} & moved   # a categorical choice and a tile moved
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_a_seed_compiles_with_nvcc_without_spills():
+    seed = _postprocessed(_context(CONV), wgmma_seeds(CONV)[0])
+    report = " ".join(nvcc_report(_cuda(seed, CONV)))
+    assert "0 bytes spill stores" in report and "0 bytes stack frame" in report
+
+
+@derived_object
+class _Builder(ms.builder.PyBuilder):
+    """Builds each candidate here (CUDA source for sm_90a, with the space's config) and hands back an empty file."""
+
+    def __init__(self, wl) -> None:
+        super().__init__()
+        self.wl, self.sources = wl, []
+
+    def build(self, build_inputs):
+        out = []
+        for inp in build_inputs:
+            self.sources.append(_cuda(inp.mod, self.wl))
+            out.append(ms.builder.BuilderResult(tempfile.mkdtemp() + "/k.so", None))
+        return out
+
+
+@derived_object
+class _Future(ms.runner.PyRunnerFuture):
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> ms.runner.RunnerResult:
+        return ms.runner.RunnerResult([self.seconds], None)
+
+
+@derived_object
+class _Runner(ms.runner.PyRunner):
+    """Random run times."""
+
+    def run(self, runner_inputs):
+        return [_Future(random.uniform(1e-4, 3e-4)) for _ in runner_inputs]
+
+
+def test_metaschedule_searches_the_space_from_its_seeds(tmp_path):
+    """The seeds committed first (``seed_database``), then MetaSchedule's evolutionary search (a small population)
+    samples, mutates, postprocesses and builds more candidates, all with wgmma; the best record replays."""
+    wl = gemm(512, 512, 256, "float16")
+    builder = _Builder(wl)
+    seeds = wgmma_seeds(wl)
+    n = seed_database(wl, tmp_path, seeds, space_generator=SPACE.generator(wl), target=TARGET, builder=builder,
+                      runner=_Runner())
+    assert n == len(seeds) >= 4
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=16, init_measured_ratio=0.2,
+                                                     init_min_unmeasured=8, genetic_num_iters=1)
+    ms.tune_tir(mod=wl.mod, target=TARGET, work_dir=str(tmp_path), max_trials_global=n + 8, num_trials_per_iter=8,
+                space=SPACE.generator(wl), strategy=strategy, cost_model="random", builder=builder,
+                runner=_Runner(), seed=0)
+    assert trials_done(tmp_path) > n and len(builder.sources) == trials_done(tmp_path)
+    assert all("wgmma.mma_async" in src for src in builder.sources)
+    best = best_schedule(open_database(tmp_path), wl, TARGET)
+    assert "wgmma.mma_async" in _cuda(best, wl)
