@@ -1,13 +1,15 @@
 """Conv rules (``schedules.conv.rules``) and their run (``bench.choose``): every ResNet-50 layer and the shapes the
 hand sweeps could not take (3 and 96 channels, a 35x35 map, batch 7, stride 2) get candidates that schedule and
 compile for sm_90a; a workload no rule takes is one line; recorded choices round-trip and replay only while the
-rules still offer them."""
+rules still offer them, and are chosen again (within a time budget) once the rules offer a family added since."""
 import re
+from dataclasses import replace
 
 import pytest
 import tvm
 
-from tirbench.bench.choose import Choice, Choices, offered
+from tirbench.bench import choose as choose_module
+from tirbench.bench.choose import Choice, Choices, choose_all, families_offered, is_stale, offered
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.conv.records import WINOGRAD
 from tirbench.schedules.conv.rules import SMS, GemmView, gemm_view, rule_records, splitk_candidates, winograd_forms
@@ -118,3 +120,30 @@ def test_the_split_k_candidates_of_the_3x3_layer_at_56_do_not_spill():
         report = " ".join(nvcc_report(device_source(record.apply(wl, cand), CUDA)))
         spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", report)]
         assert spills and max(spills) <= 64, (cand, report)
+
+
+def test_a_choice_made_before_a_family_joined_the_rules_is_chosen_again_within_the_budget(tmp_path, monkeypatch,
+                                                                                         capsys):
+    wl = conv2d(32, 256, 14, 14, 256, 3, 3, 1, 1, layout="NHWC", dtype="float16")
+    wl7 = conv2d(32, 512, 7, 7, 512, 3, 3, 1, 1, layout="NHWC", dtype="float16")
+    now = families_offered(wl)
+    assert "nhwc_tma_ws" in now and families_offered(wl7) == now
+    old = Choice("nhwc_wgmma", {"block_tile": (128, 128), "stages": 4}, 50.0,
+                 families=tuple(f for f in now if f != "nhwc_tma_ws"))
+    assert is_stale(wl, old) and not is_stale(wl, replace(old, families=now))
+    choices = Choices(tmp_path / "choices.csv")
+    choices.remember(wl, old, "NVIDIA H100 80GB HBM3")
+    choices.write(tmp_path / "choices.csv")
+    assert Choices(tmp_path / "choices.csv").recorded(wl).families == old.families
+
+    monkeypatch.setattr(choose_module, "replay_all", lambda wls, *_, **__: [replace(old, replayed=True) for _ in wls])
+    monkeypatch.setattr(choose_module, "choose",
+                        lambda w, **_: Choice("nhwc_tma_ws", {}, 40.0, families=families_offered(w)))
+    # each stale layer is budgeted at min(50 s x 1.5, 60 s): the first fits in 70 s, the second (40 + 60) does not
+    out = choose_all([wl, wl7], choices, now=False, target=None, repeats=1, seed=0, budget_s=70)
+    assert [(c.kernel, c.replayed) for c in out] == [("nhwc_tma_ws", False), ("nhwc_wgmma", True)]
+    assert not is_stale(wl, out[0]) and is_stale(wl7, out[1])
+    printed = capsys.readouterr().out
+    assert "1 stale choices replayed" in printed and wl7.shape in printed
+    assert [c.kernel for c in choose_all([wl, wl7], choices, now=False, target=None, repeats=1, seed=0)] == \
+        ["nhwc_tma_ws"] * 2   # no budget: every stale layer is chosen again

@@ -3,7 +3,9 @@ verified one; ``Choices`` records what was chosen (``choices.csv`` beside the no
 run replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
 
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
-layer is chosen again, live. Where the rules also give the layer as another workload (Winograd: ``winograd_forms``),
+layer is chosen again, live. A choice also records the families the rules offered when it was made (``families``):
+once the rules offer the layer a family it was not chosen among (a family added since), the choice is stale and the
+layer is chosen again, live, as far as ``choose_all``'s time budget goes (the others replay, and a later run goes on). Where the rules also give the layer as another workload (Winograd: ``winograd_forms``),
 those are swept too; a Winograd choice keeps its ``m`` among its parameters, and its measurement is reported on the
 layer's own workload (same shape, same flop count).
 """
@@ -28,19 +30,25 @@ from tirbench.schedules.conv.rules import rule_records, winograd_forms
 from tirbench.workloads.base import Workload
 
 #: The columns of ``choices.csv``.
-FIELDS = ("dtype", "layout", "shape", "kernel", "params", "rules_s", "gpu")
+FIELDS = ("dtype", "layout", "shape", "kernel", "params", "rules_s", "gpu", "families")
+#: Choosing a stale layer again is budgeted at its recorded time x this (the new families add candidates), at most
+#: ``RECHOOSE_CAP`` seconds (what the rules may take on a layer; a recorded time can include a cold start).
+RECHOOSE_ESTIMATE = 1.5
+RECHOOSE_CAP = 60.0
 
 
 @dataclass(frozen=True)
 class Choice:
     """What the rules chose for a layer: the family, its parameters, how long choosing took (build, verify and
-    time every candidate) and the chosen kernel's measurement (None when read from the file)."""
+    time every candidate), the chosen kernel's measurement (None when read from the file), and the families the rules
+    offered then (``families_offered``)."""
 
     kernel: str
     params: Mapping[str, Any]
     rules_s: float
     measurement: Measurement | None = None
     replayed: bool = False
+    families: tuple[str, ...] = ()
 
 
 def _key(wl: Workload) -> tuple[str, str, str]:
@@ -51,6 +59,16 @@ def _forms(wl: Workload) -> list[tuple[Workload, list[KernelRecord], dict[str, A
     """The workloads the rules sweep for ``wl``: itself with its families, and each Winograd form with ``WINOGRAD``
     (and the ``m`` a choice of it records)."""
     return [(wl, rule_records(wl), {})] + [(form, [WINOGRAD], {"m": form.sizes["m"]}) for form in winograd_forms(wl)]
+
+
+def families_offered(wl: Workload) -> tuple[str, ...]:
+    """The names of the families the rules give ``wl`` (and its other forms), sorted."""
+    return tuple(sorted({record.name for _, records, _ in _forms(wl) for record in records}))
+
+
+def is_stale(wl: Workload, recorded: Choice) -> bool:
+    """True when the rules now give ``wl`` a family that ``recorded`` was not chosen among."""
+    return not set(families_offered(wl)) <= set(recorded.families)
 
 
 def _as_layer(m: Measurement, wl: Workload) -> Measurement:
@@ -70,7 +88,7 @@ def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) 
     if best is None:
         raise SweepError(f"the conv rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
     return Choice(best.record.name, {**extra, **best.overrides}, time.perf_counter() - start,
-                  _as_layer(best.measurement, wl))
+                  _as_layer(best.measurement, wl), families=families_offered(wl))
 
 
 class Choices:
@@ -87,11 +105,13 @@ class Choices:
         row = self.rows.get(_key(wl))
         if row is None:
             return None
-        return Choice(row["kernel"], ast.literal_eval(row["params"]), float(row["rules_s"]))
+        return Choice(row["kernel"], ast.literal_eval(row["params"]), float(row["rules_s"]),
+                      families=tuple(filter(None, row.get("families", "").split(" "))))
 
     def remember(self, wl: Workload, choice: Choice, gpu: str) -> None:
         self.rows[_key(wl)] = {"dtype": wl.dtype, "layout": wl.layout, "shape": wl.shape, "kernel": choice.kernel,
-                               "params": repr(dict(choice.params)), "rules_s": f"{choice.rules_s:.1f}", "gpu": gpu}
+                               "params": repr(dict(choice.params)), "rules_s": f"{choice.rules_s:.1f}", "gpu": gpu,
+                               "families": " ".join(choice.families)}
 
     def write(self, path: Path) -> None:
         buf = io.StringIO()
@@ -135,12 +155,29 @@ def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.
             print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed "
                   f"({one_line(err)}): choosing again")
             continue
-        out[i] = Choice(recorded.kernel, recorded.params, recorded.rules_s, _as_layer(m, wls[i]), True)
+        out[i] = replace(recorded, measurement=_as_layer(m, wls[i]), replayed=True)
     return out
 
 
 def choose_all(wls: Sequence[Workload], choices: Choices, *, now: bool, target: tvm.target.Target, repeats: int,
-               seed: int) -> list[Choice]:
-    """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, ``choose``."""
+               seed: int, budget_s: float | None = None) -> list[Choice]:
+    """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, ``choose``.
+    A replayed choice that is stale (``is_stale``) is chosen again while the time spent doing so, with this layer's
+    estimate (its recorded time x ``RECHOOSE_ESTIMATE``, at most ``RECHOOSE_CAP``), stays within ``budget_s`` (None: no limit); one line says
+    how many stale choices were kept for a later run."""
     replayed = [None] * len(wls) if now else replay_all(wls, choices, target=target, repeats=repeats, seed=seed)
-    return [r or choose(wl, target=target, repeats=repeats, seed=seed) for wl, r in zip(wls, replayed)]
+    out, spent, kept = [], 0.0, []
+    for wl, r in zip(wls, replayed):
+        if r is not None and is_stale(wl, r):
+            if budget_s is None or spent + min(r.rules_s * RECHOOSE_ESTIMATE, RECHOOSE_CAP) <= budget_s:
+                r = None
+            else:
+                kept.append(wl.shape)
+        if r is None:
+            r = choose(wl, target=target, repeats=repeats, seed=seed)
+            spent += r.rules_s
+        out.append(r)
+    if kept:
+        print(f"  {len(kept)} stale choices replayed (the rules offer these layers a family added since; past the "
+              f"{budget_s:.0f} s budget): {', '.join(kept)}; a later run chooses them again")
+    return out
