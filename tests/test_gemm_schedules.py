@@ -290,6 +290,19 @@ def test_v9_refuses_fp32_and_k_not_a_multiple_of_64():
         gemm_v9_tma_ws(s_tir.Schedule(gemm(1024, 1024, 1000, "float16").mod))
 
 
+def test_v9_writes_a_half_c_as_cublas_does_and_only_v9_takes_it():
+    wl = gemm(1024, 1024, 1024, "float16", out_dtype="float16")
+    assert wl.bytes == 3 * 1024 * 1024 * 2 and wl.out_dtype == "float16"
+    src = device_source(V9_TMA_WS.apply(wl))
+    kernel = src[src.index('extern "C" __global__'):]
+    assert "half* __restrict__ C_ptr" in kernel.splitlines()[0]
+    assert "*(half2*)(C_ptr" in kernel and "(half)(" in kernel   # two rounded accumulators per 4-byte store
+    assert any("0 bytes spill stores" in line for line in nvcc_report(src))
+    for record in (V8_WGMMA, V7_MMA_LDMATRIX):
+        with pytest.raises(ValueError, match="writes float32 outputs, not float16"):
+            record.apply(wl)
+
+
 def test_v9_is_a_tirx_kernel_with_a_tma_map_per_operand():
     src = device_source(V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), {"block_tile": (128, 64)}))
     kernel = src[src.index('extern "C" __global__'):]

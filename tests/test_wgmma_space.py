@@ -81,10 +81,11 @@ def test_cli_lists_and_accepts_it():
 
 @pytest.mark.parametrize("wl", [gemm(256, 256, 256), conv2d(4, 64, 8, 8, 64, dtype="float16"),
                                 conv2d(4, 64, 8, 8, 64, layout="NHWC"), conv2d_int8(1, 64, 8, 8, 64),
-                                conv2d_winograd(1, 8, 8, 8, 8, m=2, layout="NHWC")],
-                         ids=["gemm fp32", "conv NCHW fp16", "conv NHWC fp32", "conv int8", "winograd"])
+                                conv2d_winograd(1, 8, 8, 8, 8, m=2, layout="NHWC"),
+                                gemm(256, 256, 256, "float16", out_dtype="float16")],
+                         ids=["gemm fp32", "conv NCHW fp16", "conv NHWC fp32", "conv int8", "winograd", "gemm half C"])
 def test_other_workloads_are_one_line(wl):
-    with pytest.raises(ValueError, match=r"^space='wgmma' is the float16 GEMM or float16 NHWC conv2d on wgmma, "
+    with pytest.raises(ValueError, match=r"^space='wgmma' is the float16 GEMM \(float32 C\) or float16 NHWC conv2d on wgmma, "
                                          r"not [^\n]*$"):
         SPACE.require(wl)
     with pytest.raises(ValueError, match="^the wgmma space needs float16 inputs"):

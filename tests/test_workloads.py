@@ -11,7 +11,8 @@ from tirbench.workloads.conv2d import from_nchw
 
 
 @pytest.mark.parametrize("make", [lambda: vector_add(1000), lambda: vector_add(4096, "float16"),
-                                  lambda: window_sum(1000, 3), lambda: window_sum(512, 7), lambda: copy(777)])
+                                  lambda: window_sum(1000, 3), lambda: window_sum(512, 7), lambda: copy(777),
+                                  lambda: gemm(33, 40, 70, "float16", out_dtype="float16")])
 def test_workload_matches_reference_on_llvm(make):
     wl = make()
     run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=3)
@@ -33,6 +34,8 @@ def test_counts_and_shape():
     (lambda: vector_add(16, "int8"), "unsupported dtype 'int8'"),
     (lambda: window_sum(16, 0), "w must be a positive integer"),
     (lambda: window_sum(16, 3, "float64"), "unsupported dtype 'float64'"),
+    (lambda: gemm(16, 16, 16, out_dtype="float16"), "out_dtype='float16' takes float16 inputs, not float32"),
+    (lambda: gemm(16, 16, 16, "float16", out_dtype="int8"), "unsupported dtype 'int8'"),
 ])
 def test_bad_input_is_one_clear_line(call, message):
     with pytest.raises(ValueError, match=message) as err:

@@ -58,9 +58,10 @@ def has_block(wl: Workload, name: str) -> bool:
     return True
 
 
-def takes(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...] | None = None) -> Accepts:
+def takes(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...] | None = None,
+          out_dtypes: tuple[str, ...] | None = None) -> Accepts:
     """``accepts`` for a family whose kernels schedule the block ``block`` of a workload with inputs of one of
-    ``dtypes`` (and, where given, one of ``layouts``)."""
+    ``dtypes`` (and, where given, one of ``layouts``, an output of one of ``out_dtypes``)."""
 
     def accepts(wl: Workload) -> str | None:
         if not has_block(wl, block):
@@ -69,6 +70,8 @@ def takes(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...] | None =
             return f"takes {' or '.join(dtypes)} inputs, not {wl.dtype}"
         if layouts is not None and wl.layout not in layouts:
             return f"takes the {' or '.join(layouts)} layout, not {wl.layout or 'none'}"
+        if out_dtypes is not None and wl.out_dtype not in out_dtypes:
+            return f"writes {' or '.join(out_dtypes)} outputs, not {wl.out_dtype}"
         return None
 
     return accepts

@@ -23,8 +23,10 @@ from tirbench.schedules.gemm.simt import (
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
 from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
 
-FP32_GEMM = takes("C", ("float32",))
-FP16_GEMM = takes("C", ("float16",))
+FP32_GEMM = takes("C", ("float32",), out_dtypes=("float32",))
+FP16_GEMM = takes("C", ("float16",), out_dtypes=("float32",))
+#: v9 also writes C in half precision (``gemm(..., out_dtype="float16")``), as cuBLAS's fp16 GEMM does.
+FP16_GEMM_ANY_C = takes("C", ("float16",), out_dtypes=("float32", "float16"))
 
 V0_NAIVE = KernelRecord("v0_naive", gemm_v0_naive, {"threads": (16, 16)}, FP32_GEMM)
 V1_LOCAL = KernelRecord("v1_local", gemm_v1_local, {"thread_tile": (8, 8), "threads": (8, 8), "tile_k": 4},
@@ -89,7 +91,7 @@ V8_WGMMA = KernelRecord(
 #: whose 64-128 blocks fill more of the 132 SMs (an exploration on the H100: 128x64 with 6 stages 0.93x cuBLAS).
 V9_TMA_WS = KernelRecord(
     "v9_tma_ws", gemm_v9_tma_ws,
-    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132}, FP16_GEMM, candidates=(
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132}, FP16_GEMM_ANY_C, candidates=(
         {"persistent_ctas": 0},
         {"stages": 3},
         {"block_tile": (128, 128), "stages": 6},

@@ -124,8 +124,9 @@ def consumer(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, 
 
 
 def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
-            persistent_ctas: int) -> tirx.PrimFunc:
-    """The TIRx kernel (module docstring) for C[m, n] (fp32) = A[m, k] @ B[k, n] (fp16, row-major)."""
+            persistent_ctas: int, out_dtype: str = "float32") -> tirx.PrimFunc:
+    """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
+    accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major)."""
     bm, bn = block_tile
     nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
     k_tiles, m_tiles = k // TILE_K, m // bm
@@ -134,12 +135,16 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
     rounds = -(-tiles // grid)
     consume = consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
 
+    def out(value: tirx.PrimExpr) -> tirx.PrimExpr:
+        """An accumulator as C stores it."""
+        return value if out_dtype == "float32" else T.Cast(out_dtype, value)
+
     @T.prim_func
     def gemm_v9(a: T.handle, b: T.handle, c: T.handle):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
         A = T.match_buffer(a, (m, k), "float16")
         B = T.match_buffer(b, (k, n), "float16")
-        C = T.match_buffer(c, (m, n), "float32")
+        C = T.match_buffer(c, (m, n), out_dtype)
         T.device_entry()
         cta = T.cta_id([grid])
         wg = T.warpgroup_id([consumers + 1])
@@ -183,7 +188,7 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
                             for v in T.vectorized(2):
                                 row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair + v))
                                 C[tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row,
-                                  tile // m_tiles * bn + 16 * t + col] = acc[t * 8 + pair * 2 + v]
+                                  tile // m_tiles * bn + 16 * t + col] = out(acc[t * 8 + pair * 2 + v])
 
     return gemm_v9
 
@@ -192,11 +197,15 @@ def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 2
                    consumers: int = 2, persistent_ctas: int = 132) -> s_tir.Schedule:
     """v9 (module docstring) for the GEMM of ``sch``'s module: a schedule of the TIRx kernel that replaces it.
     ``block_tile`` (64 x ``consumers`` rows, up to 256 columns), ``stages`` buffers in the TMA ring,
-    ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile)."""
+    ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile).
+    C is written in the dtype of the module's output: fp32, or fp16 (``gemm(..., out_dtype="float16")``: the
+    epilogue rounds the accumulators, half the bytes to store)."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
+    func = sch.mod["main"]
+    out_dtype = str(func.params[-1].dtype)  # C, the last parameter
     require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
                 persistent_ctas=persistent_ctas)
     kernel = _kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
-                     persistent_ctas=persistent_ctas)
+                     persistent_ctas=persistent_ctas, out_dtype=out_dtype)
     return s_tir.Schedule(IRModule({"main": kernel}))

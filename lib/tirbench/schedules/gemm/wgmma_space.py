@@ -76,11 +76,12 @@ CROP, PADS = "tirbench.wgmma_crop", "tirbench.wgmma_pads"
 
 
 def require_wgmma_workload(wl: Workload, *, param: str = "space='wgmma'") -> None:
-    """One-line ValueError unless ``wl`` is the fp16 GEMM or the fp16 NHWC conv2d."""
-    if wl.dtype == "float16" and (wl.name == "gemm" or (wl.name == "conv2d" and wl.layout == "NHWC")):
+    """One-line ValueError unless ``wl`` is the fp16 GEMM (float32 C, as v8 writes it) or the fp16 NHWC conv2d."""
+    if wl.dtype == "float16" and ((wl.name == "gemm" and wl.out_dtype == "float32")
+                                  or (wl.name == "conv2d" and wl.layout == "NHWC")):
         return
-    raise ValueError(f"{param} is the float16 GEMM or float16 NHWC conv2d on wgmma, not {wl.name} {wl.dtype} "
-                     f"{wl.layout or ''}".rstrip())
+    what = f"{wl.name} {wl.dtype} {wl.layout or ''}".rstrip() + (f" with a {wl.out_dtype} C" if wl.name == "gemm" else "")
+    raise ValueError(f"{param} is the float16 GEMM (float32 C) or float16 NHWC conv2d on wgmma, not {what}")
 
 
 def wgmma_pass_config(wl: Workload) -> dict[str, bool]:
