@@ -1,7 +1,7 @@
 """The warp-specialized convolutions (``schedules.conv.tma_ws``) on the CPU: the geometry they read from the
 workload, the CUDA they generate for sm_90a (TMA filter tiles and mbarriers for fp16, the producer's zero-filling
-cp.async gather signalling the same barriers, wgmma, no spills with nvcc), one-line errors for what they cannot take,
-and their place in the conv rules. Numerical checks need the GPU (notebooks 06 to 08 verify every row they time)."""
+cp.async gather signalling the same barriers, wgmma, no spills with nvcc; a 1x1 layer with both tiles by TMA),
+one-line errors for what they cannot take, and their place in the conv rules. Numerical checks need the GPU (notebooks 06 to 08 verify every row they time)."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ import pytest
 from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source, nvcc_report
-from tirbench.schedules.conv.records import INT8_TMA_WS, NHWC_TMA_WS
+from tirbench.schedules.conv.records import INT8_TMA_WS, NHWC_1X1_TMA, NHWC_TMA_WS
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws, conv_geometry
 from tirbench.workloads.conv2d import conv2d
@@ -56,6 +56,22 @@ def test_fp16_filter_tiles_come_by_tma_and_the_gather_signals_the_same_barriers(
     assert re.search(r"mbarrier_init[^;]*\(uint\)129\)", fp16_source)   # 128 gather threads + the TMA thread
 
 
+@pytest.fixture(scope="module")
+def one_by_one_source() -> str:
+    """A 1x1 layer at 7x7, batch 32: GEMM_M = 1568, no multiple of 128 (the TMA unit zero-fills the last rows)."""
+    return device_source(NHWC_1X1_TMA.apply(_fp16(32, 2048, 7, 7, 512, 1, 1, 1, 0),
+                                            {"block_tile": (128, 128), "stages": 6}))
+
+
+def test_a_1x1_layer_loads_both_tiles_by_tma(one_by_one_source):
+    kernel = one_by_one_source[one_by_one_source.index('extern "C" __global__'):]
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 2   # X as [N*H*W, C], and W
+    assert "cp.async.ca" not in one_by_one_source and "cp.async.mbarrier.arrive" not in one_by_one_source
+    assert "fence.proxy.async.shared::cta;" not in kernel.split("setmaxnreg.inc")[-1]   # no generic-proxy writes
+    assert re.search(r"mbarrier_init[^;]*\(uint\)1\)", one_by_one_source)   # one TMA thread per stage
+    assert "*(half2*)(Y_ptr" in kernel   # two channels rounded to half per store, rows past the last pixel skipped
+
+
 def test_int8_gathers_both_operands_and_requantizes(int8_source):
     assert "cp.async.bulk.tensor" not in int8_source and "CUtensorMap" not in int8_source
     assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in int8_source
@@ -65,7 +81,7 @@ def test_int8_gathers_both_operands_and_requantizes(int8_source):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("which", ["fp16_source", "int8_source"])
+@pytest.mark.parametrize("which", ["fp16_source", "int8_source", "one_by_one_source"])
 def test_no_spills_with_nvcc(request, which):
     report = " ".join(nvcc_report(request.getfixturevalue(which)))
     assert re.search(r"0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", report), report
@@ -79,6 +95,8 @@ def test_no_spills_with_nvcc(request, which):
     (lambda: _fp16(2, 64, 14, 14, 256), {"block_tile": (128, 256), "consumers": 1}, "must be 64"),
     (lambda: conv2d(2, 64, 14, 14, 256, layout="NHWC"), {}, "takes float16 NHWC inputs"),
     (lambda: conv2d(2, 64, 14, 14, 256, layout="NCHW", dtype="float16"), {}, "needs an NHWC convolution"),
+    (lambda: _fp16(2, 64, 14, 14, 256), {"a_by_tma": True}, "a_by_tma: .* not 3x3 stride 1 pad 1"),
+    (lambda: _fp16(2, 64, 14, 14, 256, 1, 1, 2, 0), {"a_by_tma": True}, "not 1x1 stride 2 pad 0"),
 ])
 def test_fp16_bad_input_is_one_line(make, params, message):
     with pytest.raises(ValueError, match=message) as err:
@@ -93,6 +111,9 @@ def test_int8_needs_four_channel_groups_per_k_tile():
 
 def test_rules_offer_the_warp_specialized_family_where_the_channels_allow():
     names = [record.name for record in rule_records(_fp16(32, 256, 14, 14, 256))]
-    assert names == ["nhwc_wgmma", "nhwc_tma_ws", "nhwc_mma"]
+    assert names == ["nhwc_wgmma", "nhwc_tma_ws", "nhwc_mma"]   # a 3x3 layer: no 1x1 family
+    one = [record.name for record in rule_records(_fp16(32, 256, 56, 56, 64, 1, 1, 1, 0))]
+    assert one == ["nhwc_wgmma", "nhwc_tma_ws", "nhwc_1x1_tma", "nhwc_mma"]
+    assert "nhwc_1x1_tma" not in [record.name for record in rule_records(_fp16(32, 256, 56, 56, 512, 1, 1, 2, 0))]
     stem = [record.name for record in rule_records(_fp16(32, 3, 224, 224, 64, 7, 7, 2, 3))]
     assert "nhwc_tma_ws" not in stem and stem   # C = 3: no 64-channel k tile, the other families take it

@@ -115,7 +115,19 @@ NHWC_TMA_WS = KernelRecord(
         {"block_tile": (128, 128), "stages": 6},
         {"block_tile": (128, 64), "stages": 8},
     ))
-TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS)
+#: The 1x1 layers of stride 1 without padding, whose input is their im2col matrix: ``conv2d_nhwc_tma_ws`` with A by
+#: TMA too (``a_by_tma``), i.e. v9's GEMM (N*H*W x C) @ (C x K) with a half C; v9's tiles, persistent or not.
+NHWC_1X1_TMA = KernelRecord(
+    "nhwc_1x1_tma", conv2d_nhwc_tma_ws,
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "a_by_tma": True},
+    FP16_NHWC, candidates=(
+        {"block_tile": (128, 256), "stages": 4},
+        {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 0},
+        {"block_tile": (128, 128), "stages": 6},
+        {"block_tile": (128, 64), "stages": 8},
+        {"block_tile": (64, 128), "stages": 8, "consumers": 1, "persistent_ctas": 0},
+    ))
+TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS, NHWC_1X1_TMA)
 
 INT8_NCHW32 = takes("epilogue", ("int8",), ("NCHW32",))
 #: int8 on wgmma: 128-byte swizzled k tiles where the channels allow (128x256 tiles: N = 256 per wgmma), the

@@ -15,8 +15,9 @@ a few. No tuning: a layer is one sweep.
 - float32 3x3, stride 1, pad 1 (NCHW, NHWC): also Winograd F(2x2) and F(4x4) (``winograd_forms``), another workload
   of the same layer (it takes the transformed filter), swept beside the direct families by ``bench.choose``.
 - float16 NHWC: the implicit GEMM on wgmma, warp-specialized with TMA filter tiles, and on mma.sync
-  (``NHWC_WGMMA``, ``NHWC_TMA_WS``, ``NHWC_MMA``): tiles ranked by how evenly their blocks fill the last wave and
-  how little of them is padding.
+  (``NHWC_WGMMA``, ``NHWC_TMA_WS``, ``NHWC_MMA``), and for 1x1 layers of stride 1 v9's GEMM with both tiles by TMA
+  (``NHWC_1X1_TMA``): tiles ranked by how evenly their blocks fill the last wave and how little of them is
+  padding.
 - int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``).
 """
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any, Callable, Mapping
 
 from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_WGMMA, NCHW_GEMM, NCHW_SPLITK, NHWC_GEMM,
-                                             NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, WINOGRAD)
+from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_WGMMA, NCHW_GEMM, NCHW_SPLITK, NHWC_1X1_TMA,
+                                             NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, WINOGRAD)
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d import output_size
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
@@ -194,7 +195,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "HWCN":
         return [HWCN_HOPPER]
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
-        families = (NHWC_WGMMA, NHWC_TMA_WS, NHWC_MMA)
+        families = (NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA)
     elif wl.dtype == "int8" and wl.layout == "NCHW32":
         families = (INT8_WGMMA, INT8_MMA)
     else:

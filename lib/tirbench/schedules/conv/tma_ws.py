@@ -16,8 +16,13 @@ channel (K), k = (kernel row, kernel column, 64-channel block). Per k tile:
   The barrier expects 128 such arrivals plus the TMA thread's ``arrive.expect_tx``. The pixel's image, row and
   column are computed once per output tile; a k tile adds the tap's offset.
 
-The consumer warpgroups are v9's (``gemm.tma_ws.consume``), with a proxy fence before their wgmma: the tile was
-written by ``cp.async`` (the generic proxy) and wgmma reads it through the async proxy. Their epilogue rounds the
+- **A by TMA** (``a_by_tma``, ``NHWC_1X1_TMA``): where the layer is 1x1 with stride 1 and no padding, the im2col
+  matrix is the input itself, X viewed as a row-major [N*H*W, C] matrix: the A tile then comes by TMA too, one copy
+  beside B's on the same ``arrive.expect_tx`` (rows past the last pixel are zero-filled by the TMA unit), and the
+  kernel is v9's GEMM with a half C.
+
+The consumer warpgroups are v9's (``gemm.tma_ws.consume``), with a proxy fence before their wgmma where the tile was
+written by ``cp.async`` (the generic proxy): wgmma reads it through the async proxy. Their epilogue rounds the
 fp32 accumulators to half and stores two channels per store, skipping rows past the last pixel, so any N, H, W
 (GEMM_M need not divide the tile); C must be a multiple of 64 and K of the block's columns (one-line errors).
 """
@@ -70,9 +75,13 @@ def _epilogue_ops(sch: s_tir.Schedule) -> tuple[bool, bool]:
 
 
 def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, consumers: int,
-             persistent_ctas: int, lanes: int, dtype: str) -> None:
+             persistent_ctas: int, lanes: int, dtype: str, a_by_tma: bool = False) -> None:
     """v9's checks on the GEMM (N = K output channels, 128-byte k tiles) plus the convolution's: the input
-    channels in whole k tiles (64 halves; 128 int8 channels, four groups of the NC/32HW32 layout)."""
+    channels in whole k tiles (64 halves; 128 int8 channels, four groups of the NC/32HW32 layout); ``a_by_tma``: a
+    1x1 layer of stride 1 without padding."""
+    if a_by_tma and (geom["r"], geom["s"], geom["stride"], geom["pad"]) != (1, 1, 1, 0):
+        raise ValueError(f"a_by_tma: the input is the im2col matrix only for a 1x1 layer of stride 1 without "
+                         f"padding, not {geom['r']}x{geom['s']} stride {geom['stride']} pad {geom['pad']}")
     tile_c = 128 if dtype == "int8" else tma_ws.TILE_K
     require_divides(geom["c"], tile_c, param="the k tile (channels)", axis="c (input channels)")
     if lanes not in (1, 2, 4, 8):
@@ -86,9 +95,10 @@ def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, 
 
 def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
             persistent_ctas: int, lanes: int, l1_gather: bool, residual: bool = False,
-            relu: bool = False) -> tirx.PrimFunc:
-    """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half; or int8 NC/32HW32 with the
-    requantizing epilogue of ``conv2d_int8`` (``residual``, ``relu``)."""
+            relu: bool = False, a_by_tma: bool = False) -> tirx.PrimFunc:
+    """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half (``a_by_tma``: both tiles by
+    TMA, a 1x1 layer); or int8 NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``,
+    ``relu``)."""
     n, h, w, c, k, r, s, oh, ow, stride, pad = (geom[a] for a in
                                                 ("n", "h", "w", "c", "k", "r", "s", "oh", "ow", "stride", "pad"))
     int8 = dtype == "int8"
@@ -107,7 +117,7 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
     copy = T.ptx.cp.async_.ca.shared.global_ if l1_gather else T.ptx.cp.async_.cg.shared.global_
     a_bytes, b_bytes = bm * 128, bn * 128
     consume = tma_ws.consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes,
-                              proxy_fence=True, dtype=dtype)
+                              proxy_fence=not a_by_tma, dtype=dtype)
     cg, kg = c // LANES, k // LANES
     plane = h * w * LANES  # int8: one channel group of one image
     if int8:
@@ -117,6 +127,8 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         x_shape, w_shape, y_shape = (n, h, w, c), (r, s, c, k), (n, oh, ow, k)
         image_size, pixel_size = h * w * c, c
     elem, acc_dtype = ("int8", "uint32") if int8 else ("float16", "float32")
+    # full-barrier arrivals per stage: one TMA thread (a_by_tma); else 128 gathering threads (+ B's TMA thread, fp16)
+    arrivals = 1 if a_by_tma else PRODUCERS + (0 if int8 else 1)
 
     def chunk_offset(chunk: tirx.PrimExpr, c0: tirx.PrimExpr) -> tirx.PrimExpr:
         """Where 16-byte chunk ``chunk`` of a pixel's k tile starting at channel ``c0`` is, from the pixel's first
@@ -176,45 +188,63 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         pool = T.meta_var(SMEMPool())
         A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, 128 // (1 if int8 else 2)), elem))
         B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bn, 128) if int8 else (stages, tile_c, bn), elem))
-        ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_full=PRODUCERS + (0 if int8 else 1),
-                                   init_empty=consumers))
+        ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers))
         pool.commit()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
         if wg == consumers:  # the producer warpgroup
             T.ptx.setmaxnreg.dec.sync.aligned.u32(tma_ws.PRODUCER_REGS)
-            image = T.alloc_local((passes,), "int32")  # per row: the pixel's image (-1: past the last pixel)
-            top = T.alloc_local((passes,), "int32")  # ... and the input row and column of its top-left tap
-            left = T.alloc_local((passes,), "int32")
-            for rnd in T.serial(rounds):
-                tile: T.let = cta + rnd * grid
-                if tile < tiles:
-                    for p in T.unroll(passes):
-                        pixel: T.let = tile % m_tiles * bm + tid // lanes + p * rows_per_pass
-                        image[p] = T.Select(pixel < m, pixel // (oh * ow), -1)
-                        top[p] = pixel % (oh * ow) // ow * stride - pad
-                        left[p] = pixel % ow * stride - pad
-                    for kt in T.serial(k_tiles):
-                        g: T.let = rnd * k_tiles + kt
-                        st: T.let = g % stages
-                        ry: T.let = kt // (s * c_blocks)
-                        rx: T.let = kt // c_blocks % s
-                        c0: T.let = kt % c_blocks * tile_c
-                        if g >= stages:
-                            ring.empty.wait(st, (g // stages - 1) % 2)
-                        load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, tile // m_tiles * bn, tid)
+            if a_by_tma:  # one thread: A and B by TMA, A from X viewed as the [N*H*W, C] im2col matrix
+                Xm = T.decl_buffer((n * h * w, c), elem, data=X.data)
+                if tid == 0:
+                    for rnd in T.serial(rounds):
+                        tile: T.let = cta + rnd * grid
+                        if tile < tiles:
+                            for kt in T.serial(k_tiles):
+                                g: T.let = rnd * k_tiles + kt
+                                st: T.let = g % stages
+                                if g >= stages:
+                                    ring.empty.wait(st, (g // stages - 1) % 2)
+                                ring.full.arrive(st, a_bytes + b_bytes)
+                                Tx.copy_async(A_s[st, :, :], Xm[tile % m_tiles * bm:tile % m_tiles * bm + bm,
+                                                                kt * tile_c:kt * tile_c + tile_c],
+                                              dispatch="tma_auto", mbar=ring.full.ptr_to([st]))
+                                Tx.copy_async(B_s[st, :, :], Wt[0, 0, kt * tile_c:kt * tile_c + tile_c,
+                                                                tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                                              dispatch="tma_auto", mbar=ring.full.ptr_to([st]))
+            else:  # B by TMA (fp16), A gathered by the 128 threads
+                image = T.alloc_local((passes,), "int32")  # per row: the pixel's image (-1: past the last pixel)
+                top = T.alloc_local((passes,), "int32")  # ... and the input row and column of its top-left tap
+                left = T.alloc_local((passes,), "int32")
+                for rnd in T.serial(rounds):
+                    tile: T.let = cta + rnd * grid
+                    if tile < tiles:
                         for p in T.unroll(passes):
-                            row: T.let = tid // lanes + p * rows_per_pass
-                            iy: T.let = top[p] + ry
-                            ix: T.let = left[p] + rx
-                            inside: T.let = image[p] >= 0 and iy >= 0 and iy < h and ix >= 0 and ix < w
-                            src: T.let = T.Select(inside, image[p] * image_size + (iy * w + ix) * pixel_size, 0)
-                            if row < bm:
-                                for q in T.unroll(per_lane):
-                                    copy(A_s.ptr_to([st, row, (tid % lanes * per_lane + q) * (16 if int8 else 8)]),
-                                         Xf.ptr_to([src + chunk_offset(tid % lanes * per_lane + q, c0)]), 16,
-                                         T.Select(inside, T.uint32(16), T.uint32(0)))
-                        T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(ring.full.ptr_to([st]))
+                            pixel: T.let = tile % m_tiles * bm + tid // lanes + p * rows_per_pass
+                            image[p] = T.Select(pixel < m, pixel // (oh * ow), -1)
+                            top[p] = pixel % (oh * ow) // ow * stride - pad
+                            left[p] = pixel % ow * stride - pad
+                        for kt in T.serial(k_tiles):
+                            g: T.let = rnd * k_tiles + kt
+                            st: T.let = g % stages
+                            ry: T.let = kt // (s * c_blocks)
+                            rx: T.let = kt // c_blocks % s
+                            c0: T.let = kt % c_blocks * tile_c
+                            if g >= stages:
+                                ring.empty.wait(st, (g // stages - 1) % 2)
+                            load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, tile // m_tiles * bn, tid)
+                            for p in T.unroll(passes):
+                                row: T.let = tid // lanes + p * rows_per_pass
+                                iy: T.let = top[p] + ry
+                                ix: T.let = left[p] + rx
+                                inside: T.let = image[p] >= 0 and iy >= 0 and iy < h and ix >= 0 and ix < w
+                                src: T.let = T.Select(inside, image[p] * image_size + (iy * w + ix) * pixel_size, 0)
+                                if row < bm:
+                                    for q in T.unroll(per_lane):
+                                        copy(A_s.ptr_to([st, row, (tid % lanes * per_lane + q) * (16 if int8 else 8)]),
+                                             Xf.ptr_to([src + chunk_offset(tid % lanes * per_lane + q, c0)]), 16,
+                                             T.Select(inside, T.uint32(16), T.uint32(0)))
+                            T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(ring.full.ptr_to([st]))
         else:  # consumer warpgroups: rows 64 * wg of the tile
             T.ptx.setmaxnreg.inc.sync.aligned.u32(tma_ws.CONSUMER_REGS)
             acc = T.alloc_local((bn // 2,), acc_dtype)
@@ -260,20 +290,22 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
 
 def conv2d_nhwc_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
                        consumers: int = 2, persistent_ctas: int = 0, lanes: int = 4,
-                       l1_gather: bool = True) -> s_tir.Schedule:
+                       l1_gather: bool = True, a_by_tma: bool = False) -> s_tir.Schedule:
     """The kernel of the module docstring for the fp16 NHWC convolution of ``sch``'s module: v9's parameters
     (``block_tile`` 64 x ``consumers`` rows by up to 256 output channels, ``stages`` in the ring,
     ``persistent_ctas`` blocks looping over the tiles, 0 for one block per tile) and the gather's: ``lanes``
     producer threads per im2col row (4: each copies 32 contiguous bytes, whole sectors), ``l1_gather`` through L1
-    (``cp.async.ca``: the next tap reads the same pixels again)."""
+    (``cp.async.ca``: the next tap reads the same pixels again); ``a_by_tma``: a 1x1 layer of stride 1 without
+    padding, whose input is its im2col matrix, loads A by TMA too (the gather's parameters are then unused)."""
     geom = conv_geometry(sch, "NHWC")
     dtype = str(sch.get(sch.get_sblock("pad")).reads[0].source.dtype)
     if dtype != "float16":
         raise ValueError(f"the TMA conv kernel takes float16 NHWC inputs, got a {dtype} workload")
     params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
               "lanes": lanes}
-    _require(geom, dtype="float16", **params)
-    return s_tir.Schedule(IRModule({"main": _kernel(geom, "float16", l1_gather=l1_gather, **params)}))
+    _require(geom, dtype="float16", a_by_tma=a_by_tma, **params)
+    return s_tir.Schedule(IRModule({"main": _kernel(geom, "float16", l1_gather=l1_gather, a_by_tma=a_by_tma,
+                                                    **params)}))
 
 
 def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
