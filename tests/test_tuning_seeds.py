@@ -7,6 +7,8 @@ from tvm import s_tir
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from metaschedule_stand_ins import DoneFuture
+
 from tirbench.core.machine import cuda_target
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.conv.direct import conv2d_nchw_splitk_space
@@ -45,24 +47,11 @@ class _Builder(ms.builder.PyBuilder):
 
 
 @derived_object
-class _Future(ms.runner.PyRunnerFuture):
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
-
-    def done(self) -> bool:
-        return True
-
-    def result(self) -> ms.runner.RunnerResult:
-        return ms.runner.RunnerResult([self.seconds], None)
-
-
-@derived_object
 class _Runner(ms.runner.PyRunner):
     """Says the second candidate is the fastest."""
 
     def run(self, runner_inputs):
-        return [_Future(1e-4 if i == 1 else 3e-4) for i in range(len(runner_inputs))]
+        return [DoneFuture(1e-4 if i == 1 else 3e-4) for i in range(len(runner_inputs))]
 
 
 def test_seed_database_commits_the_seeds_and_the_fastest_replays(tmp_path):

@@ -31,6 +31,8 @@ from tvm import s_tir
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from metaschedule_stand_ins import DoneFuture
+
 H100 = tvm.target.Target("nvidia/nvidia-h100", host="llvm")
 SPACE = get_space("wgmma")
 TARGET = SPACE.target(H100)
@@ -222,24 +224,11 @@ class _Builder(ms.builder.PyBuilder):
 
 
 @derived_object
-class _Future(ms.runner.PyRunnerFuture):
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
-
-    def done(self) -> bool:
-        return True
-
-    def result(self) -> ms.runner.RunnerResult:
-        return ms.runner.RunnerResult([self.seconds], None)
-
-
-@derived_object
 class _Runner(ms.runner.PyRunner):
     """Random run times."""
 
     def run(self, runner_inputs):
-        return [_Future(random.uniform(1e-4, 3e-4)) for _ in runner_inputs]
+        return [DoneFuture(random.uniform(1e-4, 3e-4)) for _ in runner_inputs]
 
 
 def test_metaschedule_searches_the_space_from_its_seeds(tmp_path):

@@ -118,6 +118,8 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
     a_bytes, b_bytes = bm * 128, bn * 128
     consume = tma_ws.consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes,
                               proxy_fence=not a_by_tma, dtype=dtype)
+    produce = tma_ws.producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
+                              k_tiles=k_tiles)  # a_by_tma
     cg, kg = c // LANES, k // LANES
     plane = h * w * LANES  # int8: one channel group of one image
     if int8:
@@ -194,24 +196,11 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         T.cuda.cta_sync()
         if wg == consumers:  # the producer warpgroup
             T.ptx.setmaxnreg.dec.sync.aligned.u32(tma_ws.PRODUCER_REGS)
-            if a_by_tma:  # one thread: A and B by TMA, A from X viewed as the [N*H*W, C] im2col matrix
+            if a_by_tma:  # one thread: v9's loads, from X and W viewed as the [N*H*W, C] and [C, K] matrices
                 Xm = T.decl_buffer((n * h * w, c), elem, data=X.data)
+                Wm = T.decl_buffer((c, k), elem, data=Wt.data)
                 if tid == 0:
-                    for rnd in T.serial(rounds):
-                        tile: T.let = cta + rnd * grid
-                        if tile < tiles:
-                            for kt in T.serial(k_tiles):
-                                g: T.let = rnd * k_tiles + kt
-                                st: T.let = g % stages
-                                if g >= stages:
-                                    ring.empty.wait(st, (g // stages - 1) % 2)
-                                ring.full.arrive(st, a_bytes + b_bytes)
-                                Tx.copy_async(A_s[st, :, :], Xm[tile % m_tiles * bm:tile % m_tiles * bm + bm,
-                                                                kt * tile_c:kt * tile_c + tile_c],
-                                              dispatch="tma_auto", mbar=ring.full.ptr_to([st]))
-                                Tx.copy_async(B_s[st, :, :], Wt[0, 0, kt * tile_c:kt * tile_c + tile_c,
-                                                                tile // m_tiles * bn:tile // m_tiles * bn + bn],
-                                              dispatch="tma_auto", mbar=ring.full.ptr_to([st]))
+                    produce(A_s, B_s, Xm, Wm, ring, cta)
             else:  # B by TMA (fp16), A gathered by the 128 threads
                 image = T.alloc_local((passes,), "int32")  # per row: the pixel's image (-1: past the last pixel)
                 top = T.alloc_local((passes,), "int32")  # ... and the input row and column of its top-left tap

@@ -123,6 +123,37 @@ def consumer(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, 
     return consume
 
 
+def producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int):
+    """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
+    ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
+    tiles, ``m_tiles`` of them down M) and each of its k tiles, wait until the next stage of the ring is empty, expect
+    the bytes of both tiles on its *full* barrier and issue one TMA copy of A's [bm, 64] tile and one of B's [64, bn]
+    tile (A: m x k, B: k x n, row-major global buffers)."""
+    bm, bn = block_tile
+    rounds = -(-tiles // grid)
+    a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
+
+    @T.inline
+    def produce(A_s, B_s, A, B, ring, cta):
+        for r in T.serial(rounds):
+            tile: T.let = cta + r * grid
+            if tile < tiles:
+                for kt in T.serial(k_tiles):
+                    g: T.let = r * k_tiles + kt  # the ring's running count
+                    s: T.let = g % stages
+                    if g >= stages:
+                        ring.empty.wait(s, (g // stages - 1) % 2)
+                    ring.full.arrive(s, a_bytes + b_bytes)
+                    Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm,
+                                                  kt * TILE_K:kt * TILE_K + TILE_K],
+                                  dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                    Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
+                                                  tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                                  dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+
+    return produce
+
+
 def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
             persistent_ctas: int, out_dtype: str = "float32") -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
@@ -134,6 +165,8 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
     grid = persistent_ctas or tiles
     rounds = -(-tiles // grid)
     consume = consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
+    produce = producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
+                       k_tiles=k_tiles)
 
     def out(value: tirx.PrimExpr) -> tirx.PrimExpr:
         """An accumulator as C stores it."""
@@ -159,21 +192,7 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
         if wg == consumers:  # the producer
             T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
             if tid == 0:
-                for r in T.serial(rounds):
-                    tile: T.let = cta + r * grid
-                    if tile < tiles:
-                        for kt in T.serial(k_tiles):
-                            g: T.let = r * k_tiles + kt  # the ring's running count
-                            s: T.let = g % stages
-                            if g >= stages:
-                                ring.empty.wait(s, (g // stages - 1) % 2)
-                            ring.full.arrive(s, a_bytes + b_bytes)
-                            Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm,
-                                                          kt * TILE_K:kt * TILE_K + TILE_K],
-                                          dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
-                            Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
-                                                          tile // m_tiles * bn:tile // m_tiles * bn + bn],
-                                          dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                produce(A_s, B_s, A, B, ring, cta)
         else:  # consumer wg: rows 64 * wg of the tile
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             acc = T.alloc_local((nregs,), "float32")
