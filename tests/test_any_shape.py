@@ -24,7 +24,8 @@ from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.core.serial import without_threads
 from tirbench.schedules.gemm.records import LADDER, PADDED, V5_WARP_TILED, V8_WGMMA, divisible_shape, padded
 from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
-from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v8_wgmma
+from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma
+from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.workloads.gemm import gemm
 
 RECORDS = {record.name: record for record in LADDER}

@@ -136,7 +136,7 @@ def test_records_schedule_the_notebook_layers_and_refuse_others_in_one_line():
     from tirbench.core.errors import refusal
     from tirbench.schedules.conv.records import NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, TENSOR_CORE
 
-    assert [r.name for r in TENSOR_CORE] == ["nhwc_wgmma", "nhwc_mma", "nhwc_tma_ws"]
+    assert [r.name for r in TENSOR_CORE] == ["nhwc_wgmma", "nhwc_mma", "nhwc_tma_ws", "nhwc_1x1_tma"]
     ok = conv2d(32, 512, 7, 7, 512, layout="NHWC", dtype="float16")   # GEMM_M = 1568: padded to every tile
     assert all(refusal(lambda: NHWC_WGMMA.apply(ok, c)) is None for c in NHWC_WGMMA.candidates)
     c32 = conv2d(32, 32, 14, 14, 64, layout="NHWC", dtype="float16")

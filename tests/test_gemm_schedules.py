@@ -24,7 +24,8 @@ from tirbench.schedules.gemm.simt import (
     gemm_v5_space,
     gemm_v5_warp_tiled,
 )
-from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma
+from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm

@@ -12,7 +12,7 @@ from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.conv.records import NHWC_WGMMA
 from tirbench.schedules.gemm.records import V8_WGMMA
-from tirbench.schedules.gemm.wgmma_space import (
+from tirbench.schedules.conv.wgmma_space import (
     LAYOUTS,
     STAGES,
     finish_wgmma,

@@ -38,7 +38,8 @@ from tirbench.core import lowering
 from tirbench.schedules.common.checks import require_divides, require_positive_int
 from tirbench.schedules.common.tiling import WARP, Warps, has_block, split_threads
 from tirbench.schedules.conv.direct import _conv_block
-from tirbench.schedules.gemm.tensorcore import gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.gemm.tensorcore import gemm_v7_mma
+from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 
 #: Halves per 16-byte copy.
 VECTOR = 8

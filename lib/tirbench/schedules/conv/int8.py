@@ -9,7 +9,8 @@ from tvm import s_tir
 from tirbench.schedules.common.padding import C_ROW_PAD
 from tirbench.schedules.common.tiling import WARP
 from tirbench.schedules.conv.implicit_gemm import _inline_im2col, _input_fill, _l1_fill, conv2d_as_gemm
-from tirbench.schedules.gemm.tensorcore import gemm_mma_int8, gemm_v8_wgmma
+from tirbench.schedules.gemm.tensorcore import gemm_mma_int8
+from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 
 #: int8 channels per thread in the epilogue: 16 int32 accumulators (four 16-byte shared-memory loads) -> one
 #: 16-byte store of Y (half of a pixel's 32-channel group).

@@ -20,7 +20,8 @@ from tirbench.schedules.gemm.simt import (
     gemm_v4_pipelined,
     gemm_v5_warp_tiled,
 )
-from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma, gemm_v8_wgmma
+from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma
+from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
 
 FP32_GEMM = takes("C", ("float32",), out_dtypes=("float32",))

@@ -1,6 +1,6 @@
 """v9: the Hopper GEMM with TMA loads and warp specialization, written as a TIRx kernel.
 
-v8 (``tensorcore.gemm_v8_wgmma``) is a schedule: every thread computes addresses and issues ``cp.async`` for its
+v8 (``warpgroup.gemm_v8_wgmma``) is a schedule: every thread computes addresses and issues ``cp.async`` for its
 share of each tile, and the same warps that load also multiply. v9 splits the block into roles, as CUTLASS's
 Hopper kernels do:
 

@@ -10,8 +10,7 @@ def import_tensor_intrin() -> None:
     that generates the code of an int8 128x256 tile needs them in its own PTX table)."""
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
-    from tirbench.schedules.gemm.wgmma_space import register_space_intrins
-    from tirbench.schedules.intrinsics.wgmma import allow_integer_n256
+    from tirbench.schedules.intrinsics.wgmma import allow_integer_n256, register_space_intrins
     from tirbench.schedules.intrinsics.wmma import register_wmma_intrins
     register_wmma_intrins()
     register_space_intrins()

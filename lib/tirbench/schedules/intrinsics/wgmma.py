@@ -320,3 +320,23 @@ def intrin_names(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *make())
     return {role: name for role, (name, _) in made.items()}
+
+
+#: What the ``wgmma`` design space (``tirbench.schedules.conv.wgmma_space``) samples, so that its intrinsics can be
+#: registered here, below it: its k tile (one 128-byte swizzled row of halves), the wgmma N of its block columns,
+#: its pipeline depths (overlap needs 3 stages or more) and its shared-memory layouts.
+SPACE_TILE_K = 64
+SPACE_N = (64, 128, 192, 256)
+SPACE_STAGES = (2, 3, 4, 5, 6)
+SPACE_LAYOUTS = ("swizzle128",)
+
+
+def register_space_intrins() -> None:
+    """Register every intrinsic a candidate of the ``wgmma`` space can name (each N, layout and overlap depth, C
+    stored to global or shared memory): before the search's threads postprocess candidates, and before a tuned
+    trace is replayed in a new process."""
+    for bn in SPACE_N:
+        for layout in SPACE_LAYOUTS:
+            for depth in (0, *(s for s in SPACE_STAGES if s >= 3)):
+                for scope in ("global", "shared.dyn"):
+                    intrin_names(bn, SPACE_TILE_K, layout, overlap_stages=depth, store_scope=scope)

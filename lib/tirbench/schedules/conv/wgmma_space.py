@@ -1,5 +1,5 @@
 """The wgmma design space (MetaSchedule ``--space wgmma``): v8, Hopper's warpgroup MMA kernel
-(``tensorcore.gemm_v8_wgmma``), on the fp16 GEMM and, through the implicit GEMM (``conv2d_as_gemm``), on the fp16
+(``warpgroup.gemm_v8_wgmma``), on the fp16 GEMM and, through the implicit GEMM (``conv2d_as_gemm``), on the fp16
 NHWC convolution, with its choices left to the search as decisions MetaSchedule samples and mutates.
 
 MetaSchedule's own tensor-core rules know wmma and mma.sync, not wgmma; this space starts from the hand kernel
@@ -22,7 +22,7 @@ The wgmma intrinsic is written for one N, k tile, layout and pipeline depth (``i
 cannot be tensorized before its decisions are known: the design leaves the product block ``"<block>_o"`` annotated
 (``LAYOUT``, ``STAGES_KEY``, ``OVERLAP``, the last two the sampled values), and the postprocessor ``finish_wgmma``
 (``tirbench.tuning.postprocs.RewriteWgmma``, the space's first) tensorizes it and pipelines the k loop as the hand
-kernel does (``tensorcore.tensorize_wgmma``), once the hand kernel's own checks accept the combination drawn:
+kernel does (``warpgroup.tensorize_wgmma``), once the hand kernel's own checks accept the combination drawn:
 overlap needs 3 stages or more, the pipeline must fit in the 227 KB of dynamic shared memory, and (here only) have
 no more stages than the k loop has tiles, and a thread's accumulators must leave room in its share of the registers
 (256 x 256 tiles do not: ptxas fails). A combination they refuse is rejected there, as the space's
@@ -33,8 +33,9 @@ k tile, first (``tirbench.schedules.common.padding``; shapes that need none are 
 
 ``wgmma_seeds`` (``seed_candidates``) turns the hand sweep's candidates (``V8_WGMMA`` and its padded sweep,
 ``NHWC_WGMMA``) into this space's traces with their decisions set, so the search is measured from where the hand
-sweep stops. ``register_space_intrins`` registers every intrinsic a candidate can name (``import_tensor_intrin``
-calls it, so a tuned trace replays in a fresh process).
+sweep stops. ``intrinsics.wgmma.register_space_intrins`` registers every intrinsic a candidate can name
+(``import_tensor_intrin`` calls it, so a tuned trace replays in a fresh process); the space's k tile, N, stages and
+layouts are defined there (``SPACE_*``), below the space, for that.
 """
 from __future__ import annotations
 
@@ -43,17 +44,17 @@ from tvm import s_tir
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.common.padding import Padding, pad_to_tiles
 from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SampledTile, Warps, gemm_block, has_block
-from tirbench.schedules.gemm.tensorcore import _require_wgmma_tiles, tensorize_wgmma, wgmma_nest
+from tirbench.schedules.gemm.warpgroup import _require_wgmma_tiles, tensorize_wgmma, wgmma_nest
 from tirbench.schedules.intrinsics import wgmma
 from tirbench.workloads.base import Workload
 
 #: The k tile: one 128-byte swizzled row of halves (what ``"swizzle128"`` needs).
-TILE_K = 64
+TILE_K = wgmma.SPACE_TILE_K
 #: Block rows: 64 (one warpgroup) x a sampled 1..4.
 WARPS = SampledTile(unit=4, max_units=4)  # in warps: 4 per warpgroup
 ROWS_UNIT = 16 * WARPS.unit
 #: Block columns (the wgmma's N): 64 (a swizzled panel of B) x a sampled 1..4.
-COLUMNS = SampledTile(unit=64, max_units=4)
+COLUMNS = SampledTile(unit=wgmma.SPACE_N[0], max_units=len(wgmma.SPACE_N))
 #: Blocks launched together cover this many block rows (a divisor of them, at most 8).
 RASTER = SampledTile(unit=1, max_units=8)
 #: A thread's registers: bn / 2 accumulators plus about this many more (ptxas: 128 x 256 tiles use 159, 256 x 192
@@ -61,13 +62,13 @@ RASTER = SampledTile(unit=1, max_units=8)
 REGISTERS_BESIDES_ACCUMULATORS = 32
 REGISTERS_PER_SM = 65536
 #: Pipeline depths a candidate draws from.
-STAGES = (2, 3, 4, 5, 6)
+STAGES = wgmma.SPACE_STAGES
 #: Overlap off / on.
 OVERLAP_CHOICES = (0, 1)
 #: The shared-memory layouts searched, one design space each. Not ``"interleaved"``: the hand sweep keeps that one
 #: as a lesson (3x slower at 4096^3, ``docs/notes-gemm.md``); add it here to search it too (``gemm_wgmma_design``
 #: takes it).
-LAYOUTS = ("swizzle128",)
+LAYOUTS = wgmma.SPACE_LAYOUTS
 #: Annotations on the product block that ``finish_wgmma`` reads (and removes); ``CROP`` and ``PADS``: a padded GEMM's
 #: crop block and input pad blocks, folded away (``Padding.finish``) once the store is tensorized, as in v8 (C's
 #: shared tile is aligned on the tensorized store block; before tensorize its alignment would be lost).
@@ -80,7 +81,8 @@ def require_wgmma_workload(wl: Workload, *, param: str = "space='wgmma'") -> Non
     if wl.dtype == "float16" and ((wl.name == "gemm" and wl.out_dtype == "float32")
                                   or (wl.name == "conv2d" and wl.layout == "NHWC")):
         return
-    what = f"{wl.name} {wl.dtype} {wl.layout or ''}".rstrip() + (f" with a {wl.out_dtype} C" if wl.name == "gemm" else "")
+    what = f"{wl.name} {wl.dtype} {wl.layout or ''}".rstrip()
+    what += f" with a {wl.out_dtype} C" if wl.name == "gemm" else ""
     raise ValueError(f"{param} is the float16 GEMM (float32 C) or float16 NHWC conv2d on wgmma, not {what}")
 
 
@@ -191,17 +193,6 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         if padding:  # as gemm_v8_wgmma's, after the tensor intrinsics
             padding.finish(sch, bm // 16)
     return bool(names)
-
-
-def register_space_intrins() -> None:
-    """Register every intrinsic a candidate of this space can name (each N, layout and overlap depth, C stored to
-    global or shared memory): before the search's threads postprocess candidates, and before a tuned trace is
-    replayed in a new process."""
-    for bn in range(COLUMNS.unit, COLUMNS.unit * COLUMNS.max_units + 1, COLUMNS.unit):
-        for layout in LAYOUTS:
-            for depth in (0, *(s for s in STAGES if s >= 3)):
-                for scope in ("global", "shared.dyn"):
-                    wgmma.intrin_names(bn, TILE_K, layout, overlap_stages=depth, store_scope=scope)
 
 
 def _gemm_extents(wl: Workload) -> tuple[int, int]:
