@@ -96,7 +96,7 @@ def test_wmma_candidates_pass_the_gpu_check_built_as_they_are():
     ctx = ms.TuneContext(mod=wl.mod, target=space.target(H100), space_generator=space.generator(wl),
                          task_name="main", num_threads=1)
     *rewrites, ours = ctx.space_generator.postprocs
-    assert not isinstance(ours, ms.postproc.VerifyGPUCode)   # the space's own check (VerifyGPUCodeKeepStorage)
+    assert not isinstance(ours, ms.postproc.VerifyGPUCode)   # the space's own check (VerifyGPUCodeAsBuilt)
     theirs = ms.postproc.VerifyGPUCode()
     theirs._initialize_with_tune_context(ctx)
     verdicts = []

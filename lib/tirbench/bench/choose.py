@@ -5,9 +5,10 @@ run replays one build per layer instead of the whole sweep (all layers' builds s
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
 layer is chosen again, live. A choice also records the families the rules offered when it was made (``families``):
 once the rules offer the layer a family it was not chosen among (a family added since), the choice is stale and the
-layer is chosen again, live, as far as ``choose_all``'s time budget goes (the others replay, and a later run goes on). Where the rules also give the layer as another workload (Winograd: ``winograd_forms``),
-those are swept too; a Winograd choice keeps its ``m`` among its parameters, and its measurement is reported on the
-layer's own workload (same shape, same flop count).
+layer is chosen again, live, as far as ``choose_all``'s time budget goes (the others replay, and a later run goes
+on). Where the rules also give the layer as another workload (Winograd: ``winograd_forms``), those are swept too; a
+Winograd choice keeps its ``m`` among its parameters, and its measurement is reported on the layer's own workload
+(same shape, same flop count).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import tvm
+import tvm_ffi
 
 from tirbench.bench.harness import Measurement, verify_then_time
 from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep
@@ -55,10 +57,19 @@ def _key(wl: Workload) -> tuple[str, str, str]:
     return (wl.dtype, wl.layout, wl.shape)
 
 
+#: ``_forms`` per layer module: replaying a layer asks for them twice (``offered``, ``is_stale``), and the rules
+#: schedule every candidate to rank it (about a second per tensor-core layer).
+_FORMS: dict[int, list[tuple[Workload, list[KernelRecord], dict[str, Any]]]] = {}
+
+
 def _forms(wl: Workload) -> list[tuple[Workload, list[KernelRecord], dict[str, Any]]]:
     """The workloads the rules sweep for ``wl``: itself with its families, and each Winograd form with ``WINOGRAD``
-    (and the ``m`` a choice of it records)."""
-    return [(wl, rule_records(wl), {})] + [(form, [WINOGRAD], {"m": form.sizes["m"]}) for form in winograd_forms(wl)]
+    (and the ``m`` a choice of it records); worked out once per module (the rules read nothing else)."""
+    key = tvm_ffi.structural_hash(wl.mod)
+    if key not in _FORMS:
+        _FORMS[key] = [(wl, rule_records(wl), {})] + [(form, [WINOGRAD], {"m": form.sizes["m"]})
+                                                        for form in winograd_forms(wl)]
+    return _FORMS[key]
 
 
 def families_offered(wl: Workload) -> tuple[str, ...]:
@@ -163,8 +174,8 @@ def choose_all(wls: Sequence[Workload], choices: Choices, *, now: bool, target: 
                seed: int, budget_s: float | None = None) -> list[Choice]:
     """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, ``choose``.
     A replayed choice that is stale (``is_stale``) is chosen again while the time spent doing so, with this layer's
-    estimate (its recorded time x ``RECHOOSE_ESTIMATE``, at most ``RECHOOSE_CAP``), stays within ``budget_s`` (None: no limit); one line says
-    how many stale choices were kept for a later run."""
+    estimate (its recorded time x ``RECHOOSE_ESTIMATE``, at most ``RECHOOSE_CAP``), stays within ``budget_s`` (None:
+    no limit); one line says how many stale choices were kept for a later run."""
     replayed = [None] * len(wls) if now else replay_all(wls, choices, target=target, repeats=repeats, seed=seed)
     out, spent, kept = [], 0.0, []
     for wl, r in zip(wls, replayed):

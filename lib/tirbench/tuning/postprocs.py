@@ -82,14 +82,14 @@ class VerifyGPUCodeAsBuilt(ms.postproc.PyPostproc):
         return copy
 
 
-#: The wmma space's check, by the name it had first (kernels built without storage rewriting).
-VerifyGPUCodeKeepStorage = VerifyGPUCodeAsBuilt
+def _cuda_postprocs(verify: VerifyGPUCodeAsBuilt) -> list[ms.Postproc]:
+    """MetaSchedule's "cuda" postprocessors with ``VerifyGPUCode`` swapped for ``verify``."""
+    return [verify if isinstance(p, ms.postproc.VerifyGPUCode) else p for p in ms.Postproc.create("cuda")]
 
 
 def cuda_postprocs_keep_storage() -> list[ms.Postproc]:
-    """MetaSchedule's "cuda" postprocessors with ``VerifyGPUCode`` swapped for ``VerifyGPUCodeKeepStorage``."""
-    return [p if not isinstance(p, ms.postproc.VerifyGPUCode) else VerifyGPUCodeKeepStorage()
-            for p in ms.Postproc.create("cuda")]
+    """MetaSchedule's "cuda" postprocessors checking kernels built without storage rewriting (the wmma space)."""
+    return _cuda_postprocs(VerifyGPUCodeAsBuilt())
 
 
 @derived_object
@@ -119,6 +119,4 @@ def wgmma_postprocs() -> list[ms.Postproc]:
     "cuda" postprocessors with ``VerifyGPUCode`` as the kernels are built (``VerifyGPUCodeAsBuilt``: storage
     rewriting on, as ``MMA_ASYNC_CONFIG`` builds them; the convolution's 32-byte epilogue reads allowed); the space's
     target allows 227 KB of shared memory."""
-    return [RewriteWgmma(), *(p if not isinstance(p, ms.postproc.VerifyGPUCode)
-                              else VerifyGPUCodeAsBuilt(storage_rewrite=True, max_vector_bytes=32)
-                              for p in ms.Postproc.create("cuda"))]
+    return [RewriteWgmma(), *_cuda_postprocs(VerifyGPUCodeAsBuilt(storage_rewrite=True, max_vector_bytes=32))]

@@ -136,10 +136,6 @@ def _require_fp16_nhwc_conv(wl: Workload) -> None:
                          f"{wl.layout or ''}".rstrip())
 
 
-def _require_wgmma(wl: Workload) -> None:
-    require_wgmma_workload(wl, param="space='wgmma'")
-
-
 def _default_pass_config(wl: Workload) -> dict[str, bool]:
     return TENSOR_CORE_PASS_CONFIG if uses_tensor_cores(wl) else {}
 
@@ -178,7 +174,7 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
     DesignSpace(name="wgmma", description="fp16 GEMM and fp16 NHWC conv2d: the v8 wgmma kernel with its block "
                 "tile, raster, stages and overlap sampled, the search started from the hand sweep's candidates "
-                "(seeds)", check=_require_wgmma, schedule_fn=wgmma_space, pass_config=wgmma_pass_config,
+                "(seeds)", check=require_wgmma_workload, schedule_fn=wgmma_space, pass_config=wgmma_pass_config,
                 db_suffix="_wgmmaspace", dynamic_shared_memory=True, mutator_probs=_tile_and_choice_mutators,
                 postprocs=wgmma_postprocs, seeds=wgmma_seeds),
 )}

@@ -1,10 +1,10 @@
 """Tune in resumable chunks into a JSON database (``tirbench.tuning.database``) under ``results/tuning/``.
 
-A space with seeds (``rules``, ``wgmma``) has them measured and committed first (``tirbench.tuning.seeds``); they count as
-trials. Tuning adds records to the database, so a run that already has ``trials`` trials only opens it, and a run cut short
-resumes (a record cut off by the kill is dropped first). Each chunk prints trials done, trials per minute and the
-best rate so far (and moves a tqdm bar), appends its wall time to ``tuning_chunks.csv`` and its phases to
-``tuning_phases.csv`` (``tirbench.tuning.logs``), and brings ``tuning_history.csv`` up to date
+A space with seeds (``rules``, ``wgmma``) has them measured and committed first (``tirbench.tuning.seeds``); they
+count as trials. Tuning adds records to the database, so a run that already has ``trials`` trials only opens it, and a
+run cut short resumes (a record cut off by the kill is dropped first). Each chunk prints trials done, trials per
+minute and the best rate so far (and moves a tqdm bar), appends its wall time to ``tuning_chunks.csv`` and its
+phases to ``tuning_phases.csv`` (``tirbench.tuning.logs``), and brings ``tuning_history.csv`` up to date
 (``tirbench.tuning.history``).
 """
 from __future__ import annotations
