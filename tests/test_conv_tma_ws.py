@@ -48,7 +48,7 @@ def int8_source() -> str:
 
 def test_fp16_filter_tiles_come_by_tma_and_the_gather_signals_the_same_barriers(fp16_source):
     kernel = fp16_source[fp16_source.index('extern "C" __global__'):]
-    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 1   # the filter
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 2   # the filter, and Y (stores)
     for construct in ("cp.async.bulk.tensor", "mbarrier.arrive.expect_tx", "mbarrier.try_wait",
                       "cp.async.mbarrier.arrive.noinc", "cp.async.ca.shared.global", "fence.proxy.async",
                       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "setmaxnreg.dec", "setmaxnreg.inc"):
@@ -65,11 +65,20 @@ def one_by_one_source() -> str:
 
 def test_a_1x1_layer_loads_both_tiles_by_tma(one_by_one_source):
     kernel = one_by_one_source[one_by_one_source.index('extern "C" __global__'):]
-    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 2   # X as [N*H*W, C], and W
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 3   # X as [N*H*W, C], W, and Y
     assert "cp.async.ca" not in one_by_one_source and "cp.async.mbarrier.arrive" not in one_by_one_source
-    assert "fence.proxy.async.shared::cta;" not in kernel.split("setmaxnreg.inc")[-1]   # no generic-proxy writes
     assert re.search(r"mbarrier_init[^;]*\(uint\)1\)", one_by_one_source)   # one TMA thread per stage
-    assert "*(half2*)(Y_ptr" in kernel   # two channels rounded to half per store, rows past the last pixel skipped
+    assert "Y_ptr[" not in kernel   # Y goes out by TMA (rows past the last pixel are not written)
+
+
+def test_the_tma_store_epilogue_stages_y_in_shared_memory_and_overlaps_the_next_tile(one_by_one_source):
+    consumer = one_by_one_source.split("setmaxnreg.inc")[-1]
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in one_by_one_source
+    assert "*(half2*)(((half*)_ptr)" in consumer   # two channels rounded to half per 4-byte store into shared
+    assert "fence.proxy.async.shared::cta" in one_by_one_source and "bar.sync %0, 128;" in one_by_one_source
+    assert "wait_group_read_1()" in consumer and "wait_group_0()" in consumer   # a buffer is reused once read
+    plain = device_source(NHWC_1X1_TMA.apply(_fp16(32, 2048, 7, 7, 512, 1, 1, 1, 0), {"tma_store": False}))
+    assert "*(half2*)(Y_ptr" in plain and "bulk_group" not in plain
 
 
 def test_int8_gathers_both_operands_and_requantizes(int8_source):
@@ -90,7 +99,8 @@ def test_no_spills_with_nvcc(request, which):
 @pytest.mark.parametrize("make, params, message", [
     (lambda: _fp16(2, 96, 14, 14, 128), {}, "=64 does not divide c \\(input channels\\)=96"),
     (lambda: _fp16(2, 64, 14, 14, 128), {"block_tile": (128, 256)}, "does not divide k \\(output channels\\)=128"),
-    (lambda: _fp16(2, 64, 14, 14, 256), {"stages": 6}, "need 295008 bytes of shared memory"),
+    (lambda: _fp16(2, 64, 14, 14, 256), {"stages": 6}, "need 327776 bytes of shared memory .*store staging"),
+    (lambda: _fp16(2, 64, 14, 14, 256), {"stages": 6, "tma_store": False}, "need 295008 bytes .*\\(TMA ring\\),"),
     (lambda: _fp16(2, 64, 14, 14, 256), {"lanes": 3}, "lanes=3"),
     (lambda: _fp16(2, 64, 14, 14, 256), {"block_tile": (128, 256), "consumers": 1}, "must be 64"),
     (lambda: conv2d(2, 64, 14, 14, 256, layout="NHWC"), {}, "takes float16 NHWC inputs"),

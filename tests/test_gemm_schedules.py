@@ -26,7 +26,7 @@ from tirbench.schedules.gemm.simt import (
 )
 from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
-from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
+from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws, staged_index, store_chunk_columns
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
 
@@ -272,7 +272,9 @@ def test_v5_ffma_order(columns_outer, second):
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"block_tile": (128, 256), "stages": 5}, r"need 245840 bytes of shared memory per block \(TMA ring\)"),
+    ({"block_tile": (128, 256), "stages": 5, "tma_store": False},
+     r"need 245840 bytes of shared memory per block \(TMA ring\)"),
+    ({"block_tile": (128, 128), "stages": 7}, r"need 262256 bytes .* \(TMA ring, store staging\)"),
     ({"block_tile": (192, 128)}, "each of the 2 consumer warpgroups owns 64 rows, so it must be 128"),
     ({"block_tile": (128, 512)}, "one wgmma covers at most N=256 columns"),
     ({"block_tile": (128, 96)}, "block_tile\\[1\\]=96 does not divide n=1024"),
@@ -294,11 +296,13 @@ def test_v9_refuses_fp32_and_k_not_a_multiple_of_64():
 def test_v9_writes_a_half_c_as_cublas_does_and_only_v9_takes_it():
     wl = gemm(1024, 1024, 1024, "float16", out_dtype="float16")
     assert wl.bytes == 3 * 1024 * 1024 * 2 and wl.out_dtype == "float16"
-    src = device_source(V9_TMA_WS.apply(wl))
+    src = device_source(V9_TMA_WS.apply(wl, {"tma_store": False}))
     kernel = src[src.index('extern "C" __global__'):]
     assert "half* __restrict__ C_ptr" in kernel.splitlines()[0]
     assert "*(half2*)(C_ptr" in kernel and "(half)(" in kernel   # two rounded accumulators per 4-byte store
     assert any("0 bytes spill stores" in line for line in nvcc_report(src))
+    staged = device_source(V9_TMA_WS.apply(wl))   # by default through shared memory, then TMA
+    assert "*(half2*)(((half*)_ptr)" in staged and "C_ptr" not in staged[staged.index('extern "C" __global__'):]
     for record in (V8_WGMMA, V7_MMA_LDMATRIX):
         with pytest.raises(ValueError, match="writes float32 outputs, not float16"):
             record.apply(wl)
@@ -307,5 +311,18 @@ def test_v9_writes_a_half_c_as_cublas_does_and_only_v9_takes_it():
 def test_v9_is_a_tirx_kernel_with_a_tma_map_per_operand():
     src = device_source(V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), {"block_tile": (128, 64)}))
     kernel = src[src.index('extern "C" __global__'):]
-    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 2   # A and B, encoded on the host
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 3   # A, B and C, encoded on the host
     assert "cp.async.cg" not in src   # no per-thread copies: the tiles arrive by TMA
+
+
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+def test_the_tma_store_staging_index_is_the_swizzle_tma_reads(out_dtype):
+    """``staged_index`` (how the epilogue writes the staging buffers, as one flat buffer) is the layout TVM plans the
+    TMA store from (``alloc_tcgen05_mma_AB``: 128-byte swizzle), element by element, on the CPU."""
+    from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+
+    ec = store_chunk_columns(out_dtype)
+    layout = mma_shared_layout(out_dtype, SwizzleMode.SWIZZLE_128B_ATOM, (4, 64, ec))
+    for buf, row, col in [(b, r, c) for b in (0, 3) for r in range(64) for c in range(ec)]:
+        flat = (buf * 64 + row) * ec + col
+        assert int(layout.apply(flat)["m"]) == staged_index(buf, row, col, out_dtype), (buf, row, col)

@@ -102,13 +102,14 @@ NHWC_MMA = KernelRecord(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4},
     ))
 #: ... and warp-specialized (``conv.tma_ws``): filter tiles by TMA, im2col tiles gathered by a producer warpgroup, v9's
-#: consumers. Measured on an H100 (2026-11-24, against cuDNN channels_last): 0.76x at batch 256 (204 us), 0.81-0.91x on
-#: the 3x3 layers at 7x7 and 14x14 at batch 32 with one consumer warpgroup of 64 rows; slower than ``NHWC_WGMMA`` on
-#: 1x1 layers with few input channels (two or four k tiles: the epilogue dominates).
+#: consumers, Y stored through shared memory by TMA (``tma_store``). Measured on an H100 (2026-11-25, notebook 06, against
+#: cuDNN channels_last): 0.94x at batch 256 (170 us, persistent; 201 us with the register epilogue), 0.98x and 0.83x on
+#: the 3x3 layers at 14x14 and 7x7 at batch 32.
 NHWC_TMA_WS = KernelRecord(
     "nhwc_tma_ws", conv2d_nhwc_tma_ws,
-    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 4, "l1_gather": True},
-    FP16_NHWC, candidates=(
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 4, "l1_gather": True,
+     "tma_store": True}, FP16_NHWC, candidates=(
+        {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132},
         {"block_tile": (128, 256), "stages": 4},
         {"block_tile": (64, 256), "stages": 4, "consumers": 1},
         {"block_tile": (64, 128), "stages": 8, "consumers": 1},
@@ -119,8 +120,8 @@ NHWC_TMA_WS = KernelRecord(
 #: TMA too (``a_by_tma``), i.e. v9's GEMM (N*H*W x C) @ (C x K) with a half C; v9's tiles, persistent or not.
 NHWC_1X1_TMA = KernelRecord(
     "nhwc_1x1_tma", conv2d_nhwc_tma_ws,
-    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "a_by_tma": True},
-    FP16_NHWC, candidates=(
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "a_by_tma": True,
+     "tma_store": True}, FP16_NHWC, candidates=(
         {"block_tile": (128, 256), "stages": 4},
         {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 0},
         {"block_tile": (128, 128), "stages": 6},

@@ -75,10 +75,12 @@ def _epilogue_ops(sch: s_tir.Schedule) -> tuple[bool, bool]:
 
 
 def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, consumers: int,
-             persistent_ctas: int, lanes: int, dtype: str, a_by_tma: bool = False) -> None:
+             persistent_ctas: int, lanes: int, dtype: str, a_by_tma: bool = False, tma_store: bool = False) -> None:
     """v9's checks on the GEMM (N = K output channels, 128-byte k tiles) plus the convolution's: the input
     channels in whole k tiles (64 halves; 128 int8 channels, four groups of the NC/32HW32 layout); ``a_by_tma``: a
-    1x1 layer of stride 1 without padding."""
+    1x1 layer of stride 1 without padding; ``tma_store``: fp16 only (int8's Y is not a matrix of rows)."""
+    if tma_store and dtype != "float16":
+        raise ValueError("tma_store: the TMA-store epilogue writes fp16 NHWC outputs, not the int8 NC/32HW32 layout")
     if a_by_tma and (geom["r"], geom["s"], geom["stride"], geom["pad"]) != (1, 1, 1, 0):
         raise ValueError(f"a_by_tma: the input is the im2col matrix only for a 1x1 layer of stride 1 without "
                          f"padding, not {geom['r']}x{geom['s']} stride {geom['stride']} pad {geom['pad']}")
@@ -90,14 +92,15 @@ def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, 
     m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
     tma_ws.require_v9(m_padded, geom["k"], geom["r"] * geom["s"] * geom["c"] // (2 if dtype == "int8" else 1),
                       "float16", block_tile=block_tile, stages=stages, consumers=consumers,
-                      persistent_ctas=persistent_ctas, n_axis="k (output channels)")
+                      persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store)
 
 
 def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
             persistent_ctas: int, lanes: int, l1_gather: bool, residual: bool = False,
-            relu: bool = False, a_by_tma: bool = False) -> tirx.PrimFunc:
+            relu: bool = False, a_by_tma: bool = False, tma_store: bool = False) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half (``a_by_tma``: both tiles by
-    TMA, a 1x1 layer); or int8 NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``,
+    TMA, a 1x1 layer; ``tma_store``: Y, as the [N*OH*OW, K] matrix, stored by v9's TMA-store epilogue); or int8
+    NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``,
     ``relu``)."""
     n, h, w, c, k, r, s, oh, ow, stride, pad = (geom[a] for a in
                                                 ("n", "h", "w", "c", "k", "r", "s", "oh", "ow", "stride", "pad"))
@@ -120,6 +123,7 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
                               proxy_fence=not a_by_tma, dtype=dtype)
     produce = tma_ws.producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
                               k_tiles=k_tiles)  # a_by_tma
+    epilogue = tma_ws.tma_store_epilogue(bn=bn, out_dtype="float16")  # tma_store (fp16 only)
     cg, kg = c // LANES, k // LANES
     plane = h * w * LANES  # int8: one channel group of one image
     if int8:
@@ -190,6 +194,7 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         pool = T.meta_var(SMEMPool())
         A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, 128 // (1 if int8 else 2)), elem))
         B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bn, 128) if int8 else (stages, tile_c, bn), elem))
+        staged = T.meta_var(tma_ws.staging_buffers(pool, consumers, elem) if tma_store else (None, None))
         ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers))
         pool.commit()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -243,13 +248,20 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
                 tile: T.let = cta + rnd * grid
                 if tile < tiles:
                     consume(acc, ring, a_base, b_base, rnd, wg, tid)
-                    for t in T.unroll(bn // 16):  # the epilogue: two adjacent channels per thread and step
-                        for pair in T.unroll(4):
-                            row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
-                            pixel: T.let = tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row
-                            if pixel < m:
-                                store(Y, Yf, Bias, Scale, Res, acc, pixel, tile // m_tiles * bn + 16 * t + col,
-                                      t * 8 + pair * 2)
+                    if tma_store:  # Y as the [N*OH*OW, K] matrix; TMA writes no row past the last pixel
+                        Ym = T.decl_buffer((m, k), elem, data=Y.data)
+                        epilogue(Ym, staged[0], staged[1], acc, tile % m_tiles * bm + wg * 64,
+                                 tile // m_tiles * bn, rnd, wg, tid)
+                    else:
+                        for t in T.unroll(bn // 16):  # the epilogue: two adjacent channels per thread and step
+                            for pair in T.unroll(4):
+                                row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
+                                pixel: T.let = tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row
+                                if pixel < m:
+                                    store(Y, Yf, Bias, Scale, Res, acc, pixel, tile // m_tiles * bn + 16 * t + col,
+                                          t * 8 + pair * 2)
+            if tma_store:
+                tma_ws.epilogue_done(tid)
 
     if int8:
         @T.prim_func
@@ -279,22 +291,23 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
 
 def conv2d_nhwc_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
                        consumers: int = 2, persistent_ctas: int = 0, lanes: int = 4,
-                       l1_gather: bool = True, a_by_tma: bool = False) -> s_tir.Schedule:
+                       l1_gather: bool = True, a_by_tma: bool = False, tma_store: bool = True) -> s_tir.Schedule:
     """The kernel of the module docstring for the fp16 NHWC convolution of ``sch``'s module: v9's parameters
     (``block_tile`` 64 x ``consumers`` rows by up to 256 output channels, ``stages`` in the ring,
     ``persistent_ctas`` blocks looping over the tiles, 0 for one block per tile) and the gather's: ``lanes``
     producer threads per im2col row (4: each copies 32 contiguous bytes, whole sectors), ``l1_gather`` through L1
     (``cp.async.ca``: the next tap reads the same pixels again); ``a_by_tma``: a 1x1 layer of stride 1 without
-    padding, whose input is its im2col matrix, loads A by TMA too (the gather's parameters are then unused)."""
+    padding, whose input is its im2col matrix, loads A by TMA too (the gather's parameters are then unused);
+    ``tma_store``: Y goes out through shared memory by TMA (v9's ``tma_store_epilogue``)."""
     geom = conv_geometry(sch, "NHWC")
     dtype = str(sch.get(sch.get_sblock("pad")).reads[0].source.dtype)
     if dtype != "float16":
         raise ValueError(f"the TMA conv kernel takes float16 NHWC inputs, got a {dtype} workload")
     params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
               "lanes": lanes}
-    _require(geom, dtype="float16", a_by_tma=a_by_tma, **params)
+    _require(geom, dtype="float16", a_by_tma=a_by_tma, tma_store=tma_store, **params)
     return s_tir.Schedule(IRModule({"main": _kernel(geom, "float16", l1_gather=l1_gather, a_by_tma=a_by_tma,
-                                                    **params)}))
+                                                    tma_store=tma_store, **params)}))
 
 
 def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,

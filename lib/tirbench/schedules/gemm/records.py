@@ -92,7 +92,9 @@ V8_WGMMA = KernelRecord(
 #: whose 64-128 blocks fill more of the 132 SMs (an exploration on the H100: 128x64 with 6 stages 0.93x cuBLAS).
 V9_TMA_WS = KernelRecord(
     "v9_tma_ws", gemm_v9_tma_ws,
-    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132}, FP16_GEMM_ANY_C, candidates=(
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "tma_store": True}, FP16_GEMM_ANY_C,
+    candidates=(
+        {"tma_store": False},
         {"persistent_ctas": 0},
         {"stages": 3},
         {"block_tile": (128, 128), "stages": 6},

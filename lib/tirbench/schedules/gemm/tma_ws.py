@@ -38,10 +38,11 @@ TILE_K = 64
 ROWS_PER_CONSUMER = 64  # one wgmma's M
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 128 x 40 + 256 x 232 <= 64 K)
 _K_STEP = 16  # halves per wgmma instruction
+STAGING_BYTES = 2 * ROWS_PER_CONSUMER * 128  # per consumer, the TMA-store epilogue's two 64 x 128-byte buffers
 
 
 def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
-               persistent_ctas: int, n_axis: str = "n") -> None:
+               persistent_ctas: int, n_axis: str = "n", tma_store: bool = False) -> None:
     """One-line checks: fp16, tiles that divide the problem, one warpgroup of 64 rows per consumer, one wgmma's N,
     and the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n)."""
     if dtype != "float16":
@@ -60,10 +61,10 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
         raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma.MAX_N} columns")
     if persistent_ctas < 0:
         raise ValueError(f"persistent_ctas={persistent_ctas}: 0 (one block per tile) or the number of blocks")
-    need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8
+    need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8 + (consumers * STAGING_BYTES if tma_store else 0)
     if need > MAX_SHARED_BYTES:
         raise ValueError(f"block_tile={block_tile}, stages={stages} need {need} bytes of shared memory per block "
-                         f"(TMA ring), more than {MAX_SHARED_BYTES}")
+                         f"(TMA ring{', store staging' if tma_store else ''}), more than {MAX_SHARED_BYTES}")
 
 
 def consumer(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, proxy_fence: bool = False,
@@ -123,6 +124,76 @@ def consumer(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, 
     return consume
 
 
+def store_chunk_columns(out_dtype: str) -> int:
+    """Columns of C per chunk of the TMA-store epilogue: one 128-byte (swizzle) row of ``out_dtype``."""
+    return 128 // (2 if out_dtype == "float16" else 4)
+
+
+def staged_index(buf, row, col, out_dtype: str):
+    """Where element (``row``, ``col``) of staging buffer ``buf`` lies in ``C_flat``: the 128-byte swizzle that TMA
+    reads (16-byte chunk XOR row % 8), spelled out; ints or TIR expressions."""
+    ec = store_chunk_columns(out_dtype)
+    return (buf * ROWS_PER_CONSUMER + row) * ec + (col ^ (row % 8 * (16 // (2 if out_dtype == "float16" else 4))))
+
+
+def tma_store_epilogue(*, bn: int, out_dtype: str):
+    """The consumers' epilogue through shared memory, as a TIRx inline function
+    ``epilogue(C, C_s, C_flat, acc, row0, col0, rnd, wg, tid)``: the warpgroup's 64 x ``bn`` accumulators go out in
+    chunks of one 128-byte row (``store_chunk_columns``), each written to one of the warpgroup's two staging buffers
+    (``C_s[2 * wg + b]``, 64 x chunk, 128-byte swizzled as TMA reads it), then one thread stores the chunk to
+    ``C[row0:, col0:]`` with one TMA copy (whole 128-byte lines; rows past C's end are not written) and goes on:
+    before a buffer is written again, ``cp.async.bulk.wait_group.read 1`` waits until the copy two chunks back has
+    read it, so a tile's last stores overlap the next tile's main loop. After the last tile the consumer waits for
+    all its copies (``epilogue_done``). The buffers are written through ``C_flat``, the same bytes unswizzled, the
+    swizzle spelled out (16-byte chunk XOR row % 8) so that each thread's two adjacent columns are one 4- or 8-byte
+    store (through ``C_s`` TVM cannot prove them adjacent and stores element by element); 8 rows x 16 bytes per warp
+    store, no bank conflicts."""
+    ec = store_chunk_columns(out_dtype)
+    chunks, groups = bn // ec, ec // 16
+
+    @T.inline
+    def epilogue(C, C_s, C_flat, acc, row0, col0, rnd, wg, tid):
+        for j in T.unroll(chunks):
+            b: T.let = (rnd * chunks + j) % 2
+            if tid == 0:
+                T.ptx.cp.async_.bulk.wait_group.read(1)
+            T.cuda.warpgroup_sync(1 + wg)
+            for t in T.unroll(groups):
+                for pair in T.unroll(4):
+                    row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
+                    r: T.let = tid // 32 * 16 + row
+                    at: T.let = staged_index(2 * wg + b, r, 16 * t + col, out_dtype)
+                    for v in T.vectorized(2):
+                        C_flat[at + v] = T.Cast(out_dtype, acc[(j * groups + t) * 8 + pair * 2 + v])
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.warpgroup_sync(1 + wg)
+            if tid == 0:
+                Tx.copy_async(C[row0:row0 + ROWS_PER_CONSUMER, col0 + j * ec:col0 + j * ec + ec], C_s[2 * wg + b, :, :],
+                              dispatch="tma_auto")
+                T.ptx.cp.async_.bulk.commit_group()
+
+    return epilogue
+
+
+def staging_buffers(pool: SMEMPool, consumers: int, out_dtype: str) -> tuple[tirx.Buffer, tirx.Buffer]:
+    """The TMA-store epilogue's buffers in ``pool``: ``C_s``, two per consumer of 64 rows x one 128-byte row,
+    swizzled as TMA reads them, and ``C_flat``, the same bytes as one flat buffer (``tma_store_epilogue``)."""
+    shape = (2 * consumers, ROWS_PER_CONSUMER, store_chunk_columns(out_dtype))
+    staged = pool.alloc_tcgen05_mma_AB(shape, out_dtype)
+    end = pool.offset
+    pool.move_base_to(end - consumers * STAGING_BYTES)  # the same bytes again, without the layout
+    flat = pool.alloc((shape[0] * shape[1] * shape[2],), out_dtype)
+    pool.move_base_to(end)
+    return staged, flat
+
+
+@T.inline
+def epilogue_done(tid):
+    """After a consumer's last tile: its thread 0 waits until every TMA store it issued has completed."""
+    if tid == 0:
+        T.ptx.cp.async_.bulk.wait_group(0)
+
+
 def producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int):
     """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
     ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
@@ -155,9 +226,10 @@ def producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int
 
 
 def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
-            persistent_ctas: int, out_dtype: str = "float32") -> tirx.PrimFunc:
+            persistent_ctas: int, out_dtype: str = "float32", tma_store: bool = False) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
-    accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major)."""
+    accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major); ``tma_store``: the epilogue stores C
+    through shared memory by TMA (``tma_store_epilogue``), else straight from the registers."""
     bm, bn = block_tile
     nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
     k_tiles, m_tiles = k // TILE_K, m // bm
@@ -167,6 +239,7 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
     consume = consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
     produce = producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
                        k_tiles=k_tiles)
+    epilogue = tma_store_epilogue(bn=bn, out_dtype=out_dtype)
 
     def out(value: tirx.PrimExpr) -> tirx.PrimExpr:
         """An accumulator as C stores it."""
@@ -185,6 +258,7 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
         pool = T.meta_var(SMEMPool())
         A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, TILE_K), "float16"))  # 128B swizzle, 1024-aligned
         B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, TILE_K, bn), "float16"))
+        staged = T.meta_var(staging_buffers(pool, consumers, out_dtype) if tma_store else (None, None))
         ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_empty=consumers))
         pool.commit()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -202,29 +276,37 @@ def _kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int,
                 tile: T.let = cta + r * grid
                 if tile < tiles:
                     consume(acc, ring, a_base, b_base, r, wg, tid)
-                    for t in T.unroll(bn // 16):  # the epilogue: two adjacent columns per store
-                        for pair in T.unroll(4):
-                            for v in T.vectorized(2):
-                                row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair + v))
-                                C[tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row,
-                                  tile // m_tiles * bn + 16 * t + col] = out(acc[t * 8 + pair * 2 + v])
+                    if tma_store:
+                        epilogue(C, staged[0], staged[1], acc, tile % m_tiles * bm + wg * 64, tile // m_tiles * bn,
+                                 r, wg, tid)
+                    else:
+                        for t in T.unroll(bn // 16):  # the epilogue: two adjacent columns per store
+                            for pair in T.unroll(4):
+                                for v in T.vectorized(2):
+                                    row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair + v))
+                                    C[tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row,
+                                      tile // m_tiles * bn + 16 * t + col] = out(acc[t * 8 + pair * 2 + v])
+            if tma_store:
+                epilogue_done(tid)
 
     return gemm_v9
 
 
 def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
-                   consumers: int = 2, persistent_ctas: int = 132) -> s_tir.Schedule:
+                   consumers: int = 2, persistent_ctas: int = 132, tma_store: bool = True) -> s_tir.Schedule:
     """v9 (module docstring) for the GEMM of ``sch``'s module: a schedule of the TIRx kernel that replaces it.
     ``block_tile`` (64 x ``consumers`` rows, up to 256 columns), ``stages`` buffers in the TMA ring,
     ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile).
     C is written in the dtype of the module's output: fp32, or fp16 (``gemm(..., out_dtype="float16")``: the
-    epilogue rounds the accumulators, half the bytes to store)."""
+    epilogue rounds the accumulators, half the bytes to store). ``tma_store``: C goes out through shared memory,
+    one TMA copy per 128-byte-wide chunk (whole lines, overlapping the next tile), instead of 4- or 8-byte stores
+    from the registers."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     func = sch.mod["main"]
     out_dtype = str(func.params[-1].dtype)  # C, the last parameter
     require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
-                persistent_ctas=persistent_ctas)
+               persistent_ctas=persistent_ctas, tma_store=tma_store)
     kernel = _kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
-                     persistent_ctas=persistent_ctas, out_dtype=out_dtype)
+                     persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store)
     return s_tir.Schedule(IRModule({"main": kernel}))
