@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tirbench.bench.results import COLUMNS, ResultsFileError, append_rows, latest_run, read_results
+from tirbench.bench.results import COLUMNS, ResultsFileError, append_rows, latest_run, latest_run_where, read_results
 from tirbench.core import atomic
 from tirbench.report import readme as report
 
@@ -33,6 +33,23 @@ def test_append_writes_header_once_and_keeps_old_rows(tmp_path):
     df = read_results(path)
     assert list(df["run_id"]) == ["r1", "r2", "r2"] and df["shape"].iloc[0] == "67108864"
     assert list(latest_run(df)["run_id"]) == ["r2", "r2"]
+
+
+def test_latest_run_where_takes_the_newest_run_that_measured_it_whole(tmp_path):
+    """A run that measured one config (``-p configs '[fp16]'``) does not hide another config's latest run, and the
+    run it picks comes with all its rows (the vendor's beside TVM's)."""
+    path = tmp_path / "results.csv"
+    old, new = "2026-11-21T00:00:00+00:00", "2026-11-22T00:00:00+00:00"
+    append_rows(path, [row("r1", old, dtype="int8", variant="rules"), row("r1", old, dtype="float16", provider="cudnn"),
+                       row("r2", new, dtype="float16", variant="rules"),
+                       row("r2", new, dtype="float16", provider="cudnn")])
+    df = read_results(path)
+    int8 = latest_run_where(df, (df["dtype"] == "int8") & (df["variant"] == "rules"))
+    assert set(int8["run_id"]) == {"r1"} and len(int8) == 2
+    assert set(latest_run_where(df, df["dtype"] == "float16")["run_id"]) == {"r2"}
+    assert latest_run_where(df, df["dtype"] == "float32").empty
+    none = read_results(tmp_path / "none.csv")
+    assert latest_run_where(none, none["dtype"] == "int8").empty
 
 
 def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):

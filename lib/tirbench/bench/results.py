@@ -104,3 +104,9 @@ def latest_run(df: pd.DataFrame) -> pd.DataFrame:
         return df
     last = df.sort_values("timestamp")["run_id"].iloc[-1]
     return df[df["run_id"] == last].reset_index(drop=True)
+
+
+def latest_run_where(df: pd.DataFrame, rows: pd.Series) -> pd.DataFrame:
+    """All rows of the most recent run among those with a row where ``rows`` holds (a notebook run may measure a
+    part of what the notebook can: ``-p configs '[fp16]'``); empty if none has one."""
+    return latest_run(df[df["run_id"].isin(df.loc[rows, "run_id"])]) if len(df) else df

@@ -35,6 +35,10 @@ REGISTER_TIMEOUT_S = 120
 STOP_TUNING_S = 30
 #: Seconds a child is given to stop after SIGTERM before SIGKILL.
 STOP_CHILD_S = 5
+#: Server i tries the ports from ``SERVER_PORT + i * SERVER_PORTS`` on, ``SERVER_PORTS`` of them (8 servers stay below
+#: ``DEFAULT_PORT``, the tracker's): servers started together with one range race (TVM's server sets SO_REUSEADDR, so
+#: two may bind one port; the second ``listen`` fails with "Address already in use").
+SERVER_PORT, SERVER_PORTS = 9090, 10
 
 
 class ClusterError(OneLineError):
@@ -112,8 +116,10 @@ class Cluster:
                                 str(self.port), "--port-end", str(self.port + 1), "--silent"], env)
         self._wait("tracker", lambda: self._registered() >= 0, timeout=60)
         for i, device in enumerate(self.devices):
+            first = SERVER_PORT + i * SERVER_PORTS
             self._spawn(f"server-{i}", [sys.executable, "-m", "tirbench.tuning.rpc.server", "--tracker",
-                                        f"127.0.0.1:{self.port}", "--key", self.key, "--host", self.host],
+                                        f"127.0.0.1:{self.port}", "--key", self.key, "--host", self.host,
+                                        "--port", str(first), "--port-end", str(first + SERVER_PORTS)],
                         {**env, "CUDA_VISIBLE_DEVICES": device})
         self._wait(f"{self.min_servers} servers registered under {self.key!r}",
                    lambda: self._registered() >= self.min_servers, timeout=REGISTER_TIMEOUT_S)
