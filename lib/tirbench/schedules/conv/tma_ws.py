@@ -78,9 +78,7 @@ def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, 
              persistent_ctas: int, lanes: int, dtype: str, a_by_tma: bool = False, tma_store: bool = False) -> None:
     """v9's checks on the GEMM (N = K output channels, 128-byte k tiles) plus the convolution's: the input
     channels in whole k tiles (64 halves; 128 int8 channels, four groups of the NC/32HW32 layout); ``a_by_tma``: a
-    1x1 layer of stride 1 without padding; ``tma_store``: fp16 only (int8's Y is not a matrix of rows)."""
-    if tma_store and dtype != "float16":
-        raise ValueError("tma_store: the TMA-store epilogue writes fp16 NHWC outputs, not the int8 NC/32HW32 layout")
+    1x1 layer of stride 1 without padding; ``tma_store``: the store staging in shared memory too."""
     if a_by_tma and (geom["r"], geom["s"], geom["stride"], geom["pad"]) != (1, 1, 1, 0):
         raise ValueError(f"a_by_tma: the input is the im2col matrix only for a 1x1 layer of stride 1 without "
                          f"padding, not {geom['r']}x{geom['s']} stride {geom['stride']} pad {geom['pad']}")
@@ -191,6 +189,7 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         Xf = T.decl_buffer((n * image_size,), elem, data=X.data)
         Wf = T.decl_buffer((k * r * s * c,), elem, data=Wt.data)
         Yf = T.decl_buffer((m * k,), elem, data=Y.data)
+        Ym = T.decl_buffer((m, k), elem, data=Y.data)  # fp16: Y as the [N*OH*OW, K] matrix the TMA store writes
         pool = T.meta_var(SMEMPool())
         A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, 128 // (1 if int8 else 2)), elem))
         B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bn, 128) if int8 else (stages, tile_c, bn), elem))
@@ -248,8 +247,7 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
                 tile: T.let = cta + rnd * grid
                 if tile < tiles:
                     consume(acc, ring, a_base, b_base, rnd, wg, tid)
-                    if tma_store:  # Y as the [N*OH*OW, K] matrix; TMA writes no row past the last pixel
-                        Ym = T.decl_buffer((m, k), elem, data=Y.data)
+                    if tma_store:  # TMA writes no row past the last pixel
                         epilogue(Ym, staged[0], staged[1], acc, tile % m_tiles * bm + wg * 64,
                                  tile // m_tiles * bn, rnd, wg, tid)
                     else:

@@ -22,6 +22,7 @@ from the workload's: the helper reads the shape from it and writes the kernel in
 """
 from __future__ import annotations
 
+import tvm
 from tvm import s_tir, tirx
 from tvm.backend.cuda.lang import Pipeline, SMEMPool
 from tvm.ir import IRModule
@@ -126,14 +127,14 @@ def consumer(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, 
 
 def store_chunk_columns(out_dtype: str) -> int:
     """Columns of C per chunk of the TMA-store epilogue: one 128-byte (swizzle) row of ``out_dtype``."""
-    return 128 // (2 if out_dtype == "float16" else 4)
+    return 128 // (tvm.DataType(out_dtype).bits // 8)
 
 
 def staged_index(buf, row, col, out_dtype: str):
     """Where element (``row``, ``col``) of staging buffer ``buf`` lies in ``C_flat``: the 128-byte swizzle that TMA
     reads (16-byte chunk XOR row % 8), spelled out; ints or TIR expressions."""
     ec = store_chunk_columns(out_dtype)
-    return (buf * ROWS_PER_CONSUMER + row) * ec + (col ^ (row % 8 * (16 // (2 if out_dtype == "float16" else 4))))
+    return (buf * ROWS_PER_CONSUMER + row) * ec + (col ^ (row % 8 * (ec // 8)))  # a 16-byte chunk: ec / 8 elements
 
 
 def tma_store_epilogue(*, bn: int, out_dtype: str):
