@@ -3,10 +3,11 @@ verified one; ``Choices`` records what was chosen (``choices.csv`` beside the no
 run replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
 
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
-layer is chosen again, live. A choice also records the families the rules offered when it was made (``families``):
-once the rules offer the layer a family it was not chosen among (a family added since), the choice is stale and the
-layer is chosen again, live, as far as ``choose_all``'s time budget goes (the others replay, and a later run goes
-on). Where the rules also give the layer as another workload (Winograd: ``winograd_forms``), those are swept too; a
+layer is chosen again, live. A choice also records what the rules offered when it was made (``families``: each
+family's name and a digest of its candidates): once the rules offer the layer a family or a candidate it was not
+chosen among (one added since), the choice is stale and the layer is chosen again, live, as far as ``choose_all``'s
+time budget goes (the others replay, and a later run goes on). The layers chosen in one run are swept together: every
+candidate of every layer built in one parallel batch (``choose_many``). Where the rules also give the layer as another workload (Winograd: ``winograd_forms``), those are swept too; a
 Winograd choice keeps its ``m`` among its parameters, and its measurement is reported on the layer's own workload
 (same shape, same flop count).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import hashlib
 import io
 import time
 from dataclasses import dataclass, replace
@@ -24,7 +26,7 @@ import tvm
 import tvm_ffi
 
 from tirbench.bench.harness import Measurement, verify_then_time
-from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep
+from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep_all
 from tirbench.core.atomic import write_atomic
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import WINOGRAD
@@ -72,13 +74,18 @@ def _forms(wl: Workload) -> list[tuple[Workload, list[KernelRecord], dict[str, A
     return _FORMS[key]
 
 
+def _tag(record: KernelRecord) -> str:
+    """The family's name and a digest of its candidates: ``nhwc_tma_ws:1a2b3c4d``."""
+    return f"{record.name}:{hashlib.sha1(repr(record.candidates).encode()).hexdigest()[:8]}"
+
+
 def families_offered(wl: Workload) -> tuple[str, ...]:
-    """The names of the families the rules give ``wl`` (and its other forms), sorted."""
-    return tuple(sorted({record.name for _, records, _ in _forms(wl) for record in records}))
+    """The families the rules give ``wl`` (and its other forms), each tagged with its candidates (``_tag``), sorted."""
+    return tuple(sorted({_tag(record) for _, records, _ in _forms(wl) for record in records}))
 
 
 def is_stale(wl: Workload, recorded: Choice) -> bool:
-    """True when the rules now give ``wl`` a family that ``recorded`` was not chosen among."""
+    """True when the rules now give ``wl`` a family or a candidate that ``recorded`` was not chosen among."""
     return not set(families_offered(wl)) <= set(recorded.families)
 
 
@@ -87,19 +94,34 @@ def _as_layer(m: Measurement, wl: Workload) -> Measurement:
     return m if m.workload is wl else replace(m, workload=wl)
 
 
-def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) -> Choice:
-    """Sweep the rules' candidates for ``wl`` (and its other forms); the fastest verified one (SweepError when none
-    verifies)."""
+def choose_many(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: int, seed: int) -> list[Choice]:
+    """Per layer of ``wls``, the fastest verified of the rules' candidates for it and its other forms, every candidate
+    of every layer built in one parallel batch (``sweep_all``), then verified and timed; each layer's ``rules_s`` is
+    its share of the batch's time (SweepError when a layer has no verified kernel)."""
+    if not wls:
+        return []
     start = time.perf_counter()
-    best, extra = None, {}
-    for form, records, params in _forms(wl):
-        trial = sweep(form, records, target=target, repeats=repeats, seed=seed).best_trial()
-        if trial and (best is None or trial.measurement.timing.median_ms < best.measurement.timing.median_ms):
-            best, extra = trial, params
-    if best is None:
-        raise SweepError(f"the conv rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
-    return Choice(best.record.name, {**extra, **best.overrides}, time.perf_counter() - start,
-                  _as_layer(best.measurement, wl), families=families_offered(wl))
+    forms = [_forms(wl) for wl in wls]
+    results = iter(sweep_all([(form, records) for layer in forms for form, records, _ in layer], target=target,
+                             repeats=repeats, seed=seed))
+    picks = []
+    for wl, layer in zip(wls, forms):
+        best, extra = None, {}
+        for _, _, params in layer:
+            trial = next(results).best_trial()
+            if trial and (best is None or trial.measurement.timing.median_ms < best.measurement.timing.median_ms):
+                best, extra = trial, params
+        if best is None:
+            raise SweepError(f"the conv rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
+        picks.append((wl, best, extra))
+    share = (time.perf_counter() - start) / len(wls)
+    return [Choice(best.record.name, {**extra, **best.overrides}, share, _as_layer(best.measurement, wl),
+                   families=families_offered(wl)) for wl, best, extra in picks]
+
+
+def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) -> Choice:
+    """The rules' choice for one layer (``choose_many`` of it alone)."""
+    return choose_many([wl], target=target, repeats=repeats, seed=seed)[0]
 
 
 class Choices:
@@ -172,23 +194,25 @@ def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.
 
 def choose_all(wls: Sequence[Workload], choices: Choices, *, now: bool, target: tvm.target.Target, repeats: int,
                seed: int, budget_s: float | None = None) -> list[Choice]:
-    """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, ``choose``.
-    A replayed choice that is stale (``is_stale``) is chosen again while the time spent doing so, with this layer's
-    estimate (its recorded time x ``RECHOOSE_ESTIMATE``, at most ``RECHOOSE_CAP``), stays within ``budget_s`` (None:
-    no limit); one line says how many stale choices were kept for a later run."""
-    replayed = [None] * len(wls) if now else replay_all(wls, choices, target=target, repeats=repeats, seed=seed)
-    out, spent, kept = [], 0.0, []
-    for wl, r in zip(wls, replayed):
+    """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, chosen live;
+    the layers chosen live are chosen together (``choose_many``). A replayed choice that is stale (``is_stale``) is
+    chosen again while the estimates of the stale layers chosen again (each its recorded time x
+    ``RECHOOSE_ESTIMATE``, at most ``RECHOOSE_CAP``) stay within ``budget_s`` (None: no limit); one line says how many
+    stale choices were kept for a later run."""
+    out = [None] * len(wls) if now else replay_all(wls, choices, target=target, repeats=repeats, seed=seed)
+    spent, kept, live = 0.0, [], []
+    for i, (wl, r) in enumerate(zip(wls, out)):
         if r is not None and is_stale(wl, r):
-            if budget_s is None or spent + min(r.rules_s * RECHOOSE_ESTIMATE, RECHOOSE_CAP) <= budget_s:
-                r = None
+            estimate = min(r.rules_s * RECHOOSE_ESTIMATE, RECHOOSE_CAP)
+            if budget_s is None or spent + estimate <= budget_s:
+                spent, r = spent + estimate, None
             else:
                 kept.append(wl.shape)
         if r is None:
-            r = choose(wl, target=target, repeats=repeats, seed=seed)
-            spent += r.rules_s
-        out.append(r)
+            live.append(i)
+    for i, choice in zip(live, choose_many([wls[i] for i in live], target=target, repeats=repeats, seed=seed)):
+        out[i] = choice
     if kept:
-        print(f"  {len(kept)} stale choices replayed (the rules offer these layers a family added since; past the "
-              f"{budget_s:.0f} s budget): {', '.join(kept)}; a later run chooses them again")
+        print(f"  {len(kept)} stale choices replayed (the rules offer these layers a family or candidate added since; "
+              f"past the {budget_s:.0f} s budget): {', '.join(kept)}; a later run chooses them again")
     return out
