@@ -18,7 +18,10 @@ from tirbench.schedules.intrinsics import mma_int8
 from tirbench.workloads.conv2d_int8 import (
     conv2d_int8,
     kc32rs32_to_kcrs,
+    filter_layout_of,
     kcrs_to_kc32rs32,
+    kcrs_to_krsc,
+    krsc_to_kcrs,
     nchw32_to_nchw,
     nchw_to_nchw32,
     requantize,
@@ -82,6 +85,18 @@ def test_random_int8_conv_is_bit_exact_on_llvm():
     for shape, kw in (((2, 32, 6, 6, 64, 3, 3, 1, 1), {}), ((1, 64, 7, 5, 32, 3, 3, 2, 1), {"residual": True})):
         wl = conv2d_int8(*shape, **kw)
         run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=0)
+
+
+def test_a_krsc_filter_round_trips_and_its_module_is_bit_exact_on_llvm():
+    wt = np.random.default_rng(0).integers(-128, 128, (32, 40, 3, 3), dtype=np.int8)
+    packed = kcrs_to_krsc(wt)   # 40 channels -> 2 groups of 32, the last 24 lanes zero
+    assert packed.shape == (32, 3, 3, 64) and packed[5, 2, 0, 35] == wt[5, 35, 2, 0] and not packed[..., 40:].any()
+    np.testing.assert_array_equal(krsc_to_kcrs(packed, 40), wt)
+    wl = conv2d_int8(2, 40, 6, 5, 32, 3, 3, 2, 1, residual=True, filter_layout="KRSC")
+    assert filter_layout_of(wl.mod) == "KRSC" and filter_layout_of(conv2d_int8(2, 40, 6, 5, 32).mod) == "KCRS32"
+    assert wl.make_inputs(np.random.default_rng(0))[1].shape == (32, 3, 3, 64)
+    assert wl.flops == conv2d_int8(2, 40, 6, 5, 32, 3, 3, 2, 1).flops
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=0)
 
 
 def _banks(byte_offsets):
@@ -149,6 +164,7 @@ def test_int8_wgmma_n256_beyond_tvms_table_compiles():
      "tile_k must be 128"),
     (lambda: conv2d_int8(1, 32, 4, 4, 40), "multiple of 32"),
     (lambda: conv2d_int8(1, 32, 4, 4, -32), "positive integer"),
+    (lambda: conv2d_int8(1, 32, 4, 4, 32, filter_layout="KCRS"), "filter_layout='KCRS': expected one of"),
     (lambda: conv2d_int8_mma(s_tir.Schedule(conv2d_int8(1, 32, 4, 4, 32).mod), block_tile=(16, 32),
                              warp_tile=(16, 32), tile_k=64), "channel_block"),
     (lambda: conv2d_int8(1, 32, 4, 4, 32).reference(*_one_hot_inputs_with_scale(-1.0)), "scale must be positive"),

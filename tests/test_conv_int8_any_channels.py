@@ -1,7 +1,8 @@
 """int8 convolution with input channels that are not a multiple of 32 (the ResNet-50 stem: C = 3): the NC/32HW32
 tensors hold ceil(C/32) channel groups whose lanes past C are zero; the shape string and the flops use the real C;
 the module matches the numpy reference exactly on llvm; the stem at batch 32 gets an int8 tensor-core kernel that
-nvcc compiles; bad channel counts fail in one line."""
+nvcc compiles, and, with its filter stored (K, R, S8, 4), one that reduces over 8 taps of 4 lanes per k tile; bad
+channel counts fail in one line."""
 import shutil
 
 import numpy as np
@@ -13,11 +14,16 @@ from tirbench.core.build import build
 from tirbench.core.cuda_source import nvcc_report
 from tirbench.core.errors import refusal
 from tirbench.core.machine import cpu_target
-from tirbench.schedules.conv.records import INT8
+from tirbench.bench.choose import Choice, _forms, offered
+from tirbench.schedules.conv.records import INT8, INT8_WGMMA
+from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.workloads.conv2d_int8 import (
     conv2d_int8,
+    filter_layout_of,
     kc32rs32_to_kcrs,
     kcrs_to_kc32rs32,
+    kcrs_to_krs8c4,
+    krs8c4_to_kcrs,
     nchw32_to_nchw,
     nchw_to_nchw32,
 )
@@ -81,3 +87,48 @@ def test_no_input_channels_fail_in_one_line(c):
 def test_output_channels_must_still_fill_groups_of_32():
     with pytest.raises(ValueError, match=r"k \(output channels\)=48: the NC/32HW32 layout needs a multiple of 32"):
         conv2d_int8(1, 3, 8, 8, 48)
+
+
+def test_a_krs8c4_filter_packs_taps_in_eights_and_lanes_in_fours_and_its_module_is_bit_exact_on_llvm():
+    wt = np.random.default_rng(0).integers(-128, 128, (32, 3, 7, 7), dtype=np.int8)
+    packed = kcrs_to_krs8c4(wt)
+    assert packed.shape == (32, 7, 8, 4) and packed[5, 2, 6, 1] == wt[5, 1, 2, 6]
+    assert not packed[:, :, 7:].any() and not packed[..., 3:].any()   # the 8th tap and the 4th lane are zero
+    np.testing.assert_array_equal(krs8c4_to_kcrs(packed, 3, 7), wt)
+    for shape in SMALL + [(2, 4, 9, 7, 32, 3, 3, 1, 1)]:
+        wl = conv2d_int8(*shape, residual=True, filter_layout="KRS8C4")
+        assert filter_layout_of(wl.mod) == "KRS8C4" and wl.flops == conv2d_int8(*shape).flops
+        run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), seed=0)   # exact: tolerance 0
+
+
+def test_the_stems_krs8c4_form_reduces_a_kernel_row_per_k_tile_with_4_byte_zero_filling_copies():
+    """GEMM_K = 7 rows x 8 taps x 4 lanes = 224 (the NC/32HW32 filter: 49 taps x 32 lanes = 1568): the im2col fill
+    copies the 4 first lanes of each tap's pixel with a predicated cp.async (4 bytes always cache in L1)."""
+    wl = conv2d_int8(*STEM, relu=True, residual=False)
+    (form,) = int8_forms(wl)
+    assert filter_layout_of(form.mod) == "KRS8C4" and form.shape == wl.shape
+    (record,) = rule_records(form)
+    assert record.name == "int8_mma" and record.candidates
+    params = record.candidates[0]
+    src = build(record.apply(form, params), tvm.target.Target("nvidia/nvidia-h100", host="llvm"),
+                dict(record.pass_config)).mod.imports[0].inspect_source()
+    x_copies = [line for line in src.splitlines() if "X_ptr," in line and "cp_async" in line]
+    assert x_copies and all("pred_ca_4" in line for line in x_copies)
+    assert "cp.async.cg.shared.global" in src and "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in src
+    if shutil.which("nvcc"):
+        assert "0 bytes spill stores" in " ".join(nvcc_report(src))
+    extra = _forms(wl)[-1][2]
+    assert extra == {"filter_layout": "KRS8C4"}
+    found, narrowed, got = offered(wl, Choice("int8_mma", {**extra, **params}, 1.0))
+    assert found is _forms(wl)[-1][0] and got == dict(params) and narrowed.candidates == (dict(params),)
+
+
+def test_krs8c4_needs_at_most_four_channels_and_the_mma_kernel_in_one_line():
+    with pytest.raises(ValueError, match="filter_layout='KRS8C4' holds at most 4 input channels, got c=8") as err:
+        conv2d_int8(1, 8, 8, 8, 32, filter_layout="KRS8C4")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="takes conv2d_int8_mma") as err:
+        INT8_WGMMA.apply(conv2d_int8(*SMALL[0], filter_layout="KRS8C4"))
+    assert "\n" not in str(err.value)
+    assert int8_forms(conv2d_int8(2, 8, 8, 8, 32)) == []   # 5 to 127 channels: no packed form
+    assert int8_forms(conv2d_int8(2, 3, 8, 8, 32, filter_layout="KRS8C4")) == []   # packed already

@@ -134,11 +134,16 @@ def test_a_choice_made_before_a_family_joined_the_rules_is_chosen_again_within_t
                  families=tuple(f for f in now if not f.startswith("nhwc_tma_ws:")))
     assert is_stale(wl, old) and not is_stale(wl, replace(old, families=now))
     choices = Choices(tmp_path / "choices.csv")
-    choices.remember(wl, old, "NVIDIA H100 80GB HBM3")
+    for layer in (wl, wl7):
+        choices.remember(layer, old, "NVIDIA H100 80GB HBM3")
     choices.write(tmp_path / "choices.csv")
     assert Choices(tmp_path / "choices.csv").recorded(wl).families == old.families
+    assert is_stale(wl7, old)
 
-    monkeypatch.setattr(choose_module, "replay_all", lambda wls, *_, **__: [replace(old, replayed=True) for _ in wls])
+    replayed = []   # the layers replayed: a stale layer chosen again is not replayed first
+    monkeypatch.setattr(choose_module, "replay_all",
+                        lambda wls, *_, **__: replayed.append([w.shape for w in wls]) or
+                        [replace(old, replayed=True) for _ in wls])
     monkeypatch.setattr(choose_module, "choose_many",
                         lambda ws, **_: [Choice("nhwc_tma_ws", {}, 40.0, families=families_offered(w)) for w in ws])
     # each stale layer is budgeted at min(50 s x 1.5, 60 s): the first fits in 70 s, the second (40 + 60) does not
@@ -147,6 +152,7 @@ def test_a_choice_made_before_a_family_joined_the_rules_is_chosen_again_within_t
     assert not is_stale(wl, out[0]) and is_stale(wl7, out[1])
     printed = capsys.readouterr().out
     assert "1 stale choices replayed" in printed and wl7.shape in printed
+    assert replayed == [[wl7.shape]]
     assert [c.kernel for c in choose_all([wl, wl7], choices, now=False, target=None, repeats=1, seed=0)] == \
         ["nhwc_tma_ws"] * 2   # no budget: every stale layer is chosen again
 

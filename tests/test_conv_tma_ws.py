@@ -12,8 +12,9 @@ from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.conv.records import INT8_TMA_WS, NHWC_1X1_TMA, NHWC_TMA_WS
-from tirbench.schedules.conv.rules import rule_records
-from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws, conv_geometry
+from tirbench.bench.choose import Choice, _forms, offered
+from tirbench.schedules.conv.rules import int8_forms, rule_records
+from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws, conv_geometry, epilogue_ops
 from tirbench.workloads.conv2d import conv2d
 from tirbench.workloads.conv2d_int8 import conv2d_int8
 
@@ -81,6 +82,22 @@ def test_the_tma_store_epilogue_stages_y_in_shared_memory_and_overlaps_the_next_
     assert "*(half2*)(Y_ptr" in plain and "bulk_group" not in plain
 
 
+@pytest.fixture(scope="module")
+def krsc_source() -> str:
+    """The same layer with its filter stored (K, R, S, C): the rules' int8 form for the warp-specialized kernel."""
+    return device_source(INT8_TMA_WS.apply(conv2d_int8(2, 128, 14, 14, 256, residual=True, filter_layout="KRSC"),
+                                           {"block_tile": (128, 128), "stages": 4}))
+
+
+def test_int8_with_a_krsc_filter_loads_its_k_tiles_by_tma(krsc_source):
+    kernel = krsc_source[krsc_source.index('extern "C" __global__'):]
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 1   # W as [K, R*S*C]
+    for construct in ("cp.async.bulk.tensor.2d", "mbarrier.arrive.expect_tx", "cp.async.mbarrier.arrive.noinc",
+                      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8", "nearbyintf"):
+        assert construct in krsc_source, construct
+    assert re.search(r"mbarrier_init[^;]*\(uint\)129\)", krsc_source)   # 128 gathering threads + the TMA thread
+
+
 def test_int8_gathers_both_operands_and_requantizes(int8_source):
     assert "cp.async.bulk.tensor" not in int8_source and "CUtensorMap" not in int8_source
     assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in int8_source
@@ -90,7 +107,7 @@ def test_int8_gathers_both_operands_and_requantizes(int8_source):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("which", ["fp16_source", "int8_source", "one_by_one_source"])
+@pytest.mark.parametrize("which", ["fp16_source", "int8_source", "krsc_source", "one_by_one_source"])
 def test_no_spills_with_nvcc(request, which):
     report = " ".join(nvcc_report(request.getfixturevalue(which)))
     assert re.search(r"0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", report), report
@@ -127,3 +144,21 @@ def test_rules_offer_the_warp_specialized_family_where_the_channels_allow():
     assert "nhwc_1x1_tma" not in [record.name for record in rule_records(_fp16(32, 256, 56, 56, 512, 1, 1, 2, 0))]
     stem = [record.name for record in rule_records(_fp16(32, 3, 224, 224, 64, 7, 7, 2, 3))]
     assert "nhwc_tma_ws" not in stem and stem   # C = 3: no 64-channel k tile, the other families take it
+
+
+def test_rules_give_an_int8_layer_whose_channels_fill_k_tiles_a_krsc_form_on_the_warp_specialized_kernel():
+    wl = conv2d_int8(32, 256, 14, 14, 256, relu=True, residual=False)
+    (form,) = int8_forms(wl)
+    assert (form.shape, form.flops, form.out_shape) == (wl.shape, wl.flops, wl.out_shape)
+    assert [r.name for r in rule_records(form)] == ["int8_tma_ws"] and int8_forms(form) == []
+    assert [r.name for r in rule_records(wl)] == ["int8_wgmma", "int8_mma"]
+    assert int8_forms(conv2d_int8(32, 64, 56, 56, 64)) == []   # 64 channels: no 128-channel k tile
+    assert int8_forms(conv2d_int8(32, 256, 56, 56, 64, 1, 1, 1, 0)) == []   # 64 filters: no block tile takes them
+    assert epilogue_ops(s_tir.Schedule(int8_forms(conv2d_int8(2, 128, 7, 7, 128, residual=True))[0].mod)) == \
+        (True, True)   # the form keeps the layer's epilogue
+    forms = _forms(wl)
+    assert forms[-1][2] == {"filter_layout": "KRSC"} and forms[-1][1][0].name == "int8_tma_ws"
+    cand = dict(forms[-1][1][0].candidates[0])
+    found, record, params = offered(wl, Choice("int8_tma_ws", {"filter_layout": "KRSC", **cand}, 1.0))
+    assert found is forms[-1][0] and params == cand and record.candidates == (cand,)
+    assert offered(wl, Choice("int8_tma_ws", cand, 1.0)) is None   # the layer's own filter layout has no such family

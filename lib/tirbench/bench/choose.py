@@ -6,10 +6,13 @@ A recorded choice is replayed only while the rules still offer it (same family, 
 layer is chosen again, live. A choice also records what the rules offered when it was made (``families``: each
 family's name and a digest of its candidates): once the rules offer the layer a family or a candidate it was not
 chosen among (one added since), the choice is stale and the layer is chosen again, live, as far as ``choose_all``'s
-time budget goes (the others replay, and a later run goes on). The layers chosen in one run are swept together: every
-candidate of every layer built in one parallel batch (``choose_many``). Where the rules also give the layer as another workload (Winograd: ``winograd_forms``), those are swept too; a
-Winograd choice keeps its ``m`` among its parameters, and its measurement is reported on the layer's own workload
-(same shape, same flop count).
+time budget goes (the others replay, and a later run goes on). The layers chosen in one run are swept together:
+every candidate of every layer built in one parallel batch (``choose_many``).
+
+Where the rules also give the layer as another workload (Winograd: ``winograd_forms``; an int8 layer with its filter
+packed for another kernel: ``int8_forms``), those are swept too; such a choice keeps what makes its form among its
+parameters (Winograd's ``m``, the int8 ``filter_layout``), and its measurement is reported on the layer's own
+workload (same shape, same flop count).
 """
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep_al
 from tirbench.core.atomic import write_atomic
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import WINOGRAD
-from tirbench.schedules.conv.rules import rule_records, winograd_forms
+from tirbench.schedules.conv.rules import int8_forms, rule_records, winograd_forms
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 #: The columns of ``choices.csv``.
 FIELDS = ("dtype", "layout", "shape", "kernel", "params", "rules_s", "gpu", "families")
@@ -65,12 +69,14 @@ _FORMS: dict[int, list[tuple[Workload, list[KernelRecord], dict[str, Any]]]] = {
 
 
 def _forms(wl: Workload) -> list[tuple[Workload, list[KernelRecord], dict[str, Any]]]:
-    """The workloads the rules sweep for ``wl``: itself with its families, and each Winograd form with ``WINOGRAD``
-    (and the ``m`` a choice of it records); worked out once per module (the rules read nothing else)."""
+    """The workloads the rules sweep for ``wl``: itself with its families, each Winograd form with ``WINOGRAD`` (and
+    the ``m`` a choice of it records), and each int8 form with its families (and its ``filter_layout``); worked out
+    once per module (the rules read nothing else)."""
     key = tvm_ffi.structural_hash(wl.mod)
     if key not in _FORMS:
         _FORMS[key] = [(wl, rule_records(wl), {})] + [(form, [WINOGRAD], {"m": form.sizes["m"]})
-                                                        for form in winograd_forms(wl)]
+                                                        for form in winograd_forms(wl)] + \
+            [(form, rule_records(form), {"filter_layout": filter_layout_of(form.mod)}) for form in int8_forms(wl)]
     return _FORMS[key]
 
 
@@ -195,21 +201,26 @@ def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.
 def choose_all(wls: Sequence[Workload], choices: Choices, *, now: bool, target: tvm.target.Target, repeats: int,
                seed: int, budget_s: float | None = None) -> list[Choice]:
     """Per workload: the recorded choice replayed (``replay_all``), or, when ``now`` or nothing replays, chosen live;
-    the layers chosen live are chosen together (``choose_many``). A replayed choice that is stale (``is_stale``) is
-    chosen again while the estimates of the stale layers chosen again (each its recorded time x
+    the layers chosen live are chosen together (``choose_many``). A recorded choice that is stale (``is_stale``) is
+    not replayed but chosen again while the estimates of the stale layers chosen again (each its recorded time x
     ``RECHOOSE_ESTIMATE``, at most ``RECHOOSE_CAP``) stay within ``budget_s`` (None: no limit); one line says how many
-    stale choices were kept for a later run."""
-    out = [None] * len(wls) if now else replay_all(wls, choices, target=target, repeats=repeats, seed=seed)
-    spent, kept, live = 0.0, [], []
-    for i, (wl, r) in enumerate(zip(wls, out)):
-        if r is not None and is_stale(wl, r):
-            estimate = min(r.rules_s * RECHOOSE_ESTIMATE, RECHOOSE_CAP)
+    stale choices were replayed instead, for a later run."""
+    again, kept, spent = set(), [], 0.0
+    for i, wl in enumerate([] if now else wls):
+        recorded = choices.recorded(wl)
+        if recorded is not None and is_stale(wl, recorded):
+            estimate = min(recorded.rules_s * RECHOOSE_ESTIMATE, RECHOOSE_CAP)
             if budget_s is None or spent + estimate <= budget_s:
-                spent, r = spent + estimate, None
+                spent += estimate
+                again.add(i)
             else:
                 kept.append(wl.shape)
-        if r is None:
-            live.append(i)
+    out: list[Choice | None] = [None] * len(wls)
+    replaying = [i for i in range(len(wls)) if not now and i not in again]
+    for i, choice in zip(replaying, replay_all([wls[i] for i in replaying], choices, target=target, repeats=repeats,
+                                               seed=seed)):
+        out[i] = choice
+    live = [i for i, choice in enumerate(out) if choice is None]
     for i, choice in zip(live, choose_many([wls[i] for i in live], target=target, repeats=repeats, seed=seed)):
         out[i] = choice
     if kept:

@@ -5,8 +5,8 @@ With ``tirx.use_async_copy``, TVM turns a 16-byte global -> shared copy into ``c
 ``shared[i:i+16] = if_then_else(inside, X[j:j+16], 0)`` into a predicated, zero-filling ``cp.async`` (the
 im2col fill of an implicit-GEMM convolution). TVM 0.27 recognises that zero only as a float constant: for int8
 tiles the copy stays a vector store of an int8x16 ``if_then_else``, which the CUDA code generator then prints as
-an invalid ``make_int4`` of 16 bytes. ``PIPELINE`` ("tirbench") runs TVM's default pipeline and then rewrites
-those stores into the same predicated ``cp.async`` node TVM emits for half tiles (``tirx.s_tir.cp_async_raw``). They sit
+an invalid ``make_int4`` of 16 bytes (and a 4- or 8-byte one as a synchronous load). ``PIPELINE`` ("tirbench")
+runs TVM's default pipeline and then rewrites those stores into the same predicated ``cp.async`` node TVM emits for half tiles (``tirx.s_tir.cp_async_raw``). They sit
 between the software pipeline's commit/wait groups already, so they join the group that follows them, as
 TVM's own would.
 """
@@ -28,6 +28,8 @@ _CA_COPY = "tirbench_cp_async_ca_16"
 _CP_ASYNC = tvm.ir.Op.get("tirx.s_tir.cp_async_raw")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 _BYTES = 16
+#: The sizes of a cp.async copy (4 and 8 bytes always cache in L1: ``.ca``).
+_COPY_BYTES = (4, 8, 16)
 _STORAGE_SYNC = tvm.ir.Op.get("tirx.tvm_storage_sync")
 _WAIT_GROUP = tvm.ir.Op.get("tirx.ptx.cp_async_wait_group")
 _CTA_SYNC = tvm.ir.Op.get("tirx.cuda.cta_sync")
@@ -50,23 +52,27 @@ def _base(index: tirx.PrimExpr) -> tirx.PrimExpr | None:
 
 
 def _zero_fill_copy(store: tirx.BufferStore) -> tirx.Stmt:
-    """``store`` as a predicated 16-byte cp.async when it is a zero-padded int copy global -> shared; else itself."""
+    """``store`` as a predicated cp.async (4, 8 or 16 bytes) when it is a zero-padded int copy global -> shared;
+    else itself."""
     value = store.value
     if store.buffer.scope() not in ("shared", "shared.dyn") or not isinstance(value, tvm.ir.Call) \
             or not value.op.same_as(_IF_THEN_ELSE) or not _is_zero(value.args[2]):
         return store
     load = value.args[1]  # a BufferLoad (``tvm.ir.expr.TensorLoad``): ``source`` is the buffer
     if not isinstance(load, tvm.ir.expr.TensorLoad) or load.source.scope() != "global" or len(load.indices) != 1 \
-            or len(store.indices) != 1 or not str(load.source.dtype).startswith(("int", "uint")) \
-            or str(load.ty) != f"{load.source.dtype}x{_BYTES * 8 // tvm.DataType(str(load.source.dtype)).bits}":
+            or len(store.indices) != 1 or not str(load.source.dtype).startswith(("int", "uint")):
+        return store
+    vector = tvm.DataType(str(load.ty))
+    if vector.lanes * vector.bits // 8 not in _COPY_BYTES or vector.lanes == 1:
         return store
     src, dst = _base(load.indices[0]), _base(store.indices[0])
     if src is None or dst is None:
         return store
     # the node TVM's InjectPTXAsyncCopy emits for a predicated copy: (dst, dst offset, src, src offset, bytes,
     # predicate), offsets in elements of its type
-    return tirx.Evaluate(tvm.ir.Call(_CP_ASYNC, [store.buffer.data, dst, load.source.data, src, _BYTES,
-                                                 value.args[0]], ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
+    return tirx.Evaluate(tvm.ir.Call(_CP_ASYNC, [store.buffer.data, dst, load.source.data, src,
+                                                 vector.lanes * vector.bits // 8, value.args[0]],
+                                     ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
 
 
 def _call(stmt: tirx.Stmt, op: tvm.ir.Op) -> tvm.ir.Call | None:
@@ -133,7 +139,7 @@ def _add_helpers(code: str, target: object = None) -> str:
 
 @tvm.transform.module_pass(opt_level=0, name="tirbench.ZeroFillIntCopies")
 def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """With ``tirx.use_async_copy``: rewrite every zero-padded integer 16-byte copy into shared memory as a
+    """With ``tirx.use_async_copy``: rewrite every zero-padded integer 4-, 8- or 16-byte copy into shared memory as a
     predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), make the
     copies of ``L1_FILL`` loops cache in L1, and drop the pipeline's waits that a k tile's own stricter wait makes redundant (``_drop_subsumed_wait``)."""
     if not bool(ctx.config.get("tirx.use_async_copy", False)):

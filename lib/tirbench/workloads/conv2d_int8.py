@@ -7,7 +7,7 @@ must be zero, and the kernels' reduction runs over all Cg*32 channels, padded on
 
 ============  ==========================
 input X       (N, Cg, H, W, 32)
-filter W      (K, Cg, R, S, 32)
+filter W      (K, Cg, R, S, 32); ``filter_layout="KRSC"``: (K, R, S, Cg*32); ``"KRS8C4"`` (C <= 4): (K, R, S8, 4)
 output Y      (N, K/32, OH, OW, 32)
 bias          (K,) int32
 scale         (K,) float32, positive
@@ -22,6 +22,14 @@ The epilogue, per output element of channel k (``requantize``; numpy and the ker
     t   = max(t, 0)                                         # if relu
     y   = clamp(t, -128, 127)                               # saturate to int8
 
+The filter is a constant, packed once for the kernel that reads it: ``"KRSC"`` (each tap's channels contiguous, as
+cuDNN's NHWC filters) gives a k tile of 128 channels as 128 contiguous bytes, one TMA box row
+(``conv.tma_ws``), where the NC/32HW32 filter has 32. ``"KRS8C4"`` is for a layer of at most 4 input channels (the
+RGB stem): each tap keeps 4 lanes and each kernel row 8 taps (S8 = S rounded up to a multiple of 8; the taps and lanes
+past S and C are zero), so the reduction runs over R * S8 * 4 values, 32 per kernel row, instead of R * S * 32: the
+block "conv" reads lanes 0-3 of each input pixel (the input and output stay NC/32HW32, the padded input ``Xp`` is
+widened where the 8th tap of the last column needs it).
+
 Blocks: ``"pad"`` (zero-padded input ``Xp``), ``"conv"`` (int32 ``Yacc``; loops n, oh, ow, k, r, s, c like the
 NHWC conv, so the implicit-GEMM helpers reindex it the same way) and ``"epilogue"``.
 """
@@ -35,6 +43,8 @@ from tirbench.workloads.base import Workload, check_positive
 from tirbench.workloads.conv2d import check_conv_params, conv2d_reference, output_size
 
 LANES = 32  #: channels per group of the NC/32HW32 layout
+FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4")  #: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4)
+NARROW_LANES, NARROW_TAPS = 4, 8  #: ``"KRS8C4"``: lanes per tap and taps per kernel row
 
 
 def channel_groups(c: int) -> int:
@@ -74,6 +84,44 @@ def kc32rs32_to_kcrs(wt: np.ndarray, channels: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(wt.transpose(0, 1, 4, 2, 3).reshape(k, cg * lanes, r, s)[:, :channels])
 
 
+def kcrs_to_krsc(wt: np.ndarray) -> np.ndarray:
+    """A (K, C, R, S) filter -> (K, R, S, Cg*32), contiguous; the channels past C are zero."""
+    return np.ascontiguousarray(pad_channels(wt).transpose(0, 2, 3, 1))
+
+
+def krsc_to_kcrs(wt: np.ndarray, channels: int | None = None) -> np.ndarray:
+    """(K, R, S, Cg*32) -> (K, C, R, S), contiguous: the first ``channels`` channels (default all)."""
+    return np.ascontiguousarray(wt.transpose(0, 3, 1, 2)[:, :channels])
+
+
+def narrow_taps(s: int) -> int:
+    """S8: the kernel width ``s`` rounded up to a multiple of ``NARROW_TAPS``."""
+    return -(-s // NARROW_TAPS) * NARROW_TAPS
+
+
+def kcrs_to_krs8c4(wt: np.ndarray) -> np.ndarray:
+    """A (K, C, R, S) filter of C <= 4 channels -> (K, R, S8, 4), contiguous; the taps past S and lanes past C zero."""
+    k, c, r, s = wt.shape
+    out = np.zeros((k, r, narrow_taps(s), NARROW_LANES), wt.dtype)
+    out[:, :, :s, :c] = wt.transpose(0, 2, 3, 1)
+    return out
+
+
+def krs8c4_to_kcrs(wt: np.ndarray, channels: int, taps: int) -> np.ndarray:
+    """(K, R, S8, 4) -> (K, C, R, S), contiguous: the first ``channels`` lanes and ``taps`` taps."""
+    return np.ascontiguousarray(wt[:, :, :taps, :channels].transpose(0, 3, 1, 2))
+
+
+def filter_layout_of(mod: tvm.IRModule) -> str:
+    """The filter layout of a ``conv2d_int8`` module (one of ``FILTER_LAYOUTS``), from the W its block "conv" reads:
+    five axes "KCRS32"; four, the last of 4 lanes, "KRS8C4"; else "KRSC"."""
+    sch = tvm.s_tir.Schedule(mod)
+    w = next(region.source for region in sch.get(sch.get_sblock("conv")).reads if region.source.name == "W")
+    if len(w.shape) == 5:
+        return "KCRS32"
+    return "KRS8C4" if int(w.shape[-1]) == NARROW_LANES else "KRSC"
+
+
 def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: np.ndarray | None = None, *,
                relu: bool = True, channel_axis: int = 1) -> np.ndarray:
     """The epilogue on int accumulators (see the module docstring): int8, rounding half to even, saturating."""
@@ -100,11 +148,19 @@ def check_scale(scale: np.ndarray) -> None:
         raise ValueError(f"scale must be positive and finite, got min {float(np.min(scale))!r}")
 
 
-def _module(n, c, h, w, k, r, s, stride, pad, relu, residual):
+def _module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout):
     oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
     cg, kg = channel_groups(c), k // LANES
-    x_shape, xp_shape = (n, cg, h, w, LANES), (n, cg, h + 2 * pad, w + 2 * pad, LANES)
-    w_shape, y_shape = (k, cg, r, s, LANES), (n, kg, oh, ow, LANES)
+    # the reduction's taps and lanes: "KRS8C4" reads S8 taps (the last of them past the window: Xp is widened for
+    # them) and 4 lanes of each pixel; the others all Cg*32 lanes
+    taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else (s, cg * LANES)
+    x_shape, xp_shape = (n, cg, h, w, LANES), (n, cg, h + 2 * pad, max(w + 2 * pad, (ow - 1) * stride + taps), LANES)
+    w_shape = {"KCRS32": (k, cg, r, s, LANES), "KRSC": (k, r, s, cg * LANES), "KRS8C4": (k, r, taps, lanes)}[
+        filter_layout]
+    y_shape = (n, kg, oh, ow, LANES)
+
+    def filt(wt, f, ry, rx, rc):  # the filter's value for output channel f, tap (ry, rx), input channel rc
+        return wt[f, rc // LANES, ry, rx, rc % LANES] if filter_layout == "KCRS32" else wt[f, ry, rx, rc]
 
     def finish(t, res):  # residual add, ReLU, saturation (t: the rounded int32 value)
         if residual:
@@ -125,14 +181,14 @@ def _module(n, c, h, w, k, r, s, stride, pad, relu, residual):
                 Xp[v0, v1, v2, v3, v4] = T.if_then_else(
                     pad <= v2 and v2 < h + pad and pad <= v3 and v3 < w + pad,
                     X[v0, v1, v2 - pad, v3 - pad, v4], T.int8(0))
-        for o0, o1, o2, o3, u0, u1, u2 in T.grid(n, oh, ow, k, r, s, cg * LANES):  # padded lanes included
+        for o0, o1, o2, o3, u0, u1, u2 in T.grid(n, oh, ow, k, r, taps, lanes):  # padded lanes (and taps) included
             with T.sblock("conv"):
                 b, y, x, f, ry, rx, rc = T.axis.remap("SSSSRRR", [o0, o1, o2, o3, u0, u1, u2])
                 with T.init():
                     Yacc[b, f // LANES, y, x, f % LANES] = 0
                 Yacc[b, f // LANES, y, x, f % LANES] = Yacc[b, f // LANES, y, x, f % LANES] + T.Cast(
                     "int32", Xp[b, rc // LANES, y * stride + ry, x * stride + rx, rc % LANES]) * T.Cast(
-                    "int32", W[f, rc // LANES, ry, rx, rc % LANES])
+                    "int32", filt(W, f, ry, rx, rc))
         for o0, o1, o2, o3, o4 in T.grid(*y_shape):
             with T.sblock("epilogue"):
                 b, fg, y, x, fl = T.axis.remap("SSSSS", [o0, o1, o2, o3, o4])
@@ -144,8 +200,9 @@ def _module(n, c, h, w, k, r, s, stride, pad, relu, residual):
 
 
 def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
-                relu: bool = True, residual: bool = False) -> Workload:
-    """int8 convolution with the fused epilogue, NC/32HW32 (see the module docstring).
+                relu: bool = True, residual: bool = False, filter_layout: str = "KCRS32") -> Workload:
+    """int8 convolution with the fused epilogue, NC/32HW32 (see the module docstring; ``filter_layout``: the
+    filter's, one of ``FILTER_LAYOUTS``).
 
     The module's arguments are X, W, bias, scale, residual, Y (residual is ignored unless ``residual``). The
     reference is exact: the int8 products are summed in float64 (exact below 2^53), then ``requantize``; the output
@@ -155,6 +212,12 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     """
     check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW")
     check_int8_conv_params(k)
+    if filter_layout not in FILTER_LAYOUTS:
+        raise ValueError(f"filter_layout={filter_layout!r}: expected one of {', '.join(FILTER_LAYOUTS)}")
+    if filter_layout == "KRS8C4" and c > NARROW_LANES:
+        raise ValueError(f"filter_layout='KRS8C4' holds at most {NARROW_LANES} input channels, got c={c}")
+    pack, unpack = {"KCRS32": (kcrs_to_kc32rs32, kc32rs32_to_kcrs), "KRSC": (kcrs_to_krsc, krsc_to_kcrs),
+                    "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s))}[filter_layout]
     check_positive(n=n)
     oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
     y_shape = (n, k // LANES, oh, ow, LANES)
@@ -167,11 +230,11 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
         # outputs of a few tens: acc has a standard deviation of ~74^2 sqrt(red) (uniform int8 operands)
         scale = (rng.uniform(0.5, 1.5, k) * 40.0 / (74.0 ** 2 * np.sqrt(red))).astype(np.float32)
         res = rng.integers(-128, 128, y_shape, dtype=np.int8)
-        return [nchw_to_nchw32(x), kcrs_to_kc32rs32(wt), bias, scale, res]
+        return [nchw_to_nchw32(x), pack(wt), bias, scale, res]
 
     def reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, scale: np.ndarray, res: np.ndarray) -> np.ndarray:
         check_scale(scale)
-        acc = conv2d_reference(nchw32_to_nchw(x, c), kc32rs32_to_kcrs(wt, c), stride=stride, pad=pad)
+        acc = conv2d_reference(nchw32_to_nchw(x, c), unpack(wt, c), stride=stride, pad=pad)
         acc = np.rint(acc).astype(np.int64)  # exact: every partial sum is an integer below 2^53
         out = requantize(acc, bias, scale, nchw32_to_nchw(res) if residual else None, relu=relu)
         return nchw_to_nchw32(out)
@@ -179,7 +242,7 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     return Workload(
         name="conv2d",
         sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
-        dtype="int8", mod=_module(n, c, h, w, k, r, s, stride, pad, relu, residual),
+        dtype="int8", mod=_module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
         bytes=n * stored * h * w + k * stored * r * s + k * 8 + n * k * oh * ow * (2 if residual else 1),

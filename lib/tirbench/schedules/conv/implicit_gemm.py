@@ -142,8 +142,10 @@ def _l1_fill(sch: s_tir.Schedule, on: bool) -> None:
     A 3x3 window reads each input row three times in three consecutive k tiles (the kernel columns), so L1 can serve
     two of them; the filter's fill is read once per block and stays ``.cg``."""
     if on:
-        fill = sch.get_loops(_input_fill(sch))[-4]  # (copies, threadIdx.y, threadIdx.x, 16 B)
-        sch.annotate(fill, lowering.L1_FILL, 1)
+        loops = sch.get_loops(_input_fill(sch))   # (..., copies, threadIdx.y, threadIdx.x, 16 B or pieces of it)
+        ty = max(i for i, loop in enumerate(loops) if getattr(sch.get(loop).thread_binding, "thread_tag", "")
+                 == "threadIdx.y")
+        sch.annotate(loops[ty - 1], lowering.L1_FILL, 1)
 
 
 def _channel_block(sch: s_tir.Schedule, tile_k: int, channel_block: int | None) -> int:

@@ -1,6 +1,11 @@
 """int8 convolution on tensor cores: the NC/32HW32 ``conv2d_int8`` as an implicit GEMM (``conv2d_as_gemm``) on the
 GEMM ladder's int8 helpers (ldmatrix + mma.sync m16n8k32, Hopper integer wgmma), with the fused epilogue (bias, scale,
 rounding, residual, ReLU, saturation) applied per thread as the int32 tile leaves shared memory.
+
+A layer of at most 4 input channels with its filter stored (K, R, S8, 4) (``conv2d_int8(..., filter_layout="KRS8C4")``,
+the RGB stem) reduces over R * S8 * 4 values: a k tile of 32 is one kernel row, 8 taps of 4 lanes, and the im2col
+fill copies 4 bytes (the first 4 lanes of a pixel) per tap with zero-filling ``cp.async`` (``gemm_mma_int8``'s
+``a_copy``), instead of a k tile of 32 lanes per tap of which 29 are zero.
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from tirbench.schedules.common.tiling import WARP
 from tirbench.schedules.conv.implicit_gemm import _inline_im2col, _input_fill, _l1_fill, conv2d_as_gemm
 from tirbench.schedules.gemm.tensorcore import gemm_mma_int8
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
+from tirbench.workloads.conv2d_int8 import NARROW_LANES, filter_layout_of
 
 #: int8 channels per thread in the epilogue: 16 int32 accumulators (four 16-byte shared-memory loads) -> one
 #: 16-byte store of Y (half of a pixel's 32-channel group).
@@ -86,12 +92,14 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     """The int8 NC/32HW32 implicit GEMM on ldmatrix + mma.sync m16n8k32: ``gemm_mma_int8`` (swizzled shared tiles,
     a ``stages``-deep cp.async pipeline) on the reindexed ``conv2d_int8``, its epilogue (bias, residual, ReLU,
     requantisation) applied as the int32 tile leaves shared memory. ``l1_fill``: the im2col fills cache in L1
-    (``_l1_fill``)."""
-    conv2d_as_gemm(sch, channel_block=tile_k)
+    (``_l1_fill``). A ``"KRS8C4"`` filter (module docstring): 4-lane channel blocks and 4-byte im2col copies,
+    which cache in L1 whatever ``l1_fill`` says."""
+    narrow = filter_layout_of(sch.mod) == "KRS8C4"
+    conv2d_as_gemm(sch, channel_block=NARROW_LANES if narrow else tile_k)
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_int8_epilogue(block_tile, warps)
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
-                  block="conv")
+                  block="conv", **({"a_copy": NARROW_LANES} if narrow else {}))
     _l1_fill(sch, l1_fill)
     return _finish_int8(sch, warps=warps)
 
@@ -103,6 +111,9 @@ def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     the reindexed ``conv2d_int8`` (swizzle128: 128-byte rows of k, ``tile_k`` = 128; ``"interleaved"`` for 64
     channels), its epilogue applied as the int32 tile leaves shared memory. ``l1_fill``: the im2col fills cache in
     L1 (``_l1_fill``)."""
+    if filter_layout_of(sch.mod) == "KRS8C4":
+        raise ValueError("the int8 wgmma kernel reads 16-byte channel runs: a 'KRS8C4' filter (4 lanes per tap) "
+                         "takes conv2d_int8_mma")
     conv2d_as_gemm(sch, channel_block=tile_k)
     warps = block_tile[0] // 16
     _require_int8_epilogue(block_tile, warps)

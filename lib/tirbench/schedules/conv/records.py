@@ -153,16 +153,22 @@ INT8_MMA = KernelRecord(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
     ))
-#: ... and warp-specialized (``conv.tma_ws``; both operands gathered by the producer warpgroup: the filter's
-#: NC/32HW32 rows have no 128 contiguous bytes for a TMA box). Bit-exact, but on an H100 (2026-11-24) slower than
-#: ``INT8_WGMMA``: 198 us at batch 256 (0.79x cuDNN fp16), 0.37-0.88x at batch 32. Kept out of the rules.
+#: ... and warp-specialized (``conv.tma_ws``), on the filter stored (K, R, S, C) (``conv2d_int8(...,
+#: filter_layout="KRSC")``: a k tile's 128 channels are one TMA box row; the NC/32HW32 filter's 32 contiguous bytes
+#: make the producer gather it, 198 us at batch 256). On an H100 (2026-11-25, probe, bit-exact): 136.8 us at batch
+#: 256 (cuDNN fp16 161.1: 1.18x) with the im2col gathered through L2 only (``l1_gather=False``), against 146.5
+#: through L1; batch 32: 3x3 @14 18.9 us, @7 20.8 (int8_wgmma 22.5, 36.4). The rules sweep it as another form of an
+#: int8 layer whose channels fill whole k tiles (``rules.int8_forms``).
 INT8_TMA_WS = KernelRecord(
     "int8_tma_ws", conv2d_int8_tma_ws,
-    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 8, "l1_gather": True},
+    {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 4, "l1_gather": False},
     INT8_NCHW32, candidates=(
-        {"block_tile": (128, 256), "stages": 4},
+        {},
+        {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132},
         {"block_tile": (128, 128), "stages": 6},
         {"block_tile": (64, 256), "stages": 4, "consumers": 1},
+        {"block_tile": (64, 128), "stages": 8, "consumers": 1},
+        {"block_tile": (128, 256), "stages": 4, "l1_gather": True},
     ))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
 

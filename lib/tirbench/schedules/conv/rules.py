@@ -18,7 +18,11 @@ a few. No tuning: a layer is one sweep.
   (``NHWC_WGMMA``, ``NHWC_TMA_WS``, ``NHWC_MMA``), and for 1x1 layers of stride 1 v9's GEMM with both tiles by TMA
   (``NHWC_1X1_TMA``): tiles ranked by how evenly their blocks fill the last wave and how little of them is
   padding.
-- int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``).
+- int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``); where the channels
+  fill whole 128-channel k tiles, also the layer with its filter stored (K, R, S, C) (``int8_forms``) on the
+  warp-specialized kernel, both tiles' loads off the consumers and the filter's by TMA (``INT8_TMA_WS``); where it
+  has at most 4 channels (the RGB stem), also the layer with its filter stored (K, R, S8, 4) on mma.sync, a k tile of
+  32 per kernel row instead of per tap (``INT8_MMA``, ``conv.int8``).
 """
 from __future__ import annotations
 
@@ -26,12 +30,17 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from tvm import s_tir
+
 from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_WGMMA, NCHW_GEMM, NCHW_SPLITK, NHWC_1X1_TMA,
-                                             NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, WINOGRAD)
+from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM,
+                                             NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA,
+                                             WINOGRAD)
+from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d import output_size
+from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
 #: Streaming multiprocessors of the GPU the cost model assumes (H100 SXM; the H200 has as many).
@@ -197,7 +206,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
         families = (NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA)
     elif wl.dtype == "int8" and wl.layout == "NCHW32":
-        families = (INT8_WGMMA, INT8_MMA)
+        families = {"KRSC": (INT8_TMA_WS,), "KRS8C4": (INT8_MMA,)}.get(filter_layout_of(wl.mod), (INT8_WGMMA, INT8_MMA))
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
                          f"NCHW, NHWC or HWCN, float16 NHWC, and conv2d_int8")
@@ -217,6 +226,24 @@ def winograd_forms(wl: Workload) -> list[Workload]:
             (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1):
         return []
     return [conv2d_winograd(z["n"], z["c"], z["h"], z["w"], z["k"], m=m, layout=wl.layout) for m in (2, 4)]
+
+
+def int8_forms(wl: Workload) -> list[Workload]:
+    """The same int8 layer with its filter packed for another kernel, once, outside the timed kernel (as TensorRT and
+    cuDNN pack theirs): stored (K, R, S, C) (``INT8_TMA_WS``: a k tile's 128 channels are one TMA box row) where the
+    channels fill whole k tiles and a candidate of that family takes the layer (its block tiles are 128 or 256
+    output channels wide); stored (K, R, S8, 4) (``INT8_MMA``: 8 taps of 4 lanes per k tile of 32) where the layer
+    has at most 4 channels; else none (and none for a layer whose filter is packed already)."""
+    z = wl.sizes
+    if (wl.dtype, wl.layout) != ("int8", "NCHW32") or filter_layout_of(wl.mod) != "KCRS32":
+        return []
+    layout = "KRSC" if z["c"] % 128 == 0 else "KRS8C4" if z["c"] <= NARROW_LANES else None
+    if layout is None:
+        return []
+    residual, relu = epilogue_ops(s_tir.Schedule(wl.mod))
+    form = conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")), relu=relu,
+                       residual=residual, filter_layout=layout)
+    return [form] if layout == "KRS8C4" or ranked_tiles(form, INT8_TMA_WS, keep=1) else []
 
 
 def winograd_tiles(form: Workload, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:

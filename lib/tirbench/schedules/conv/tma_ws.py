@@ -41,6 +41,7 @@ from tirbench.schedules.common.checks import require_divides
 from tirbench.schedules.conv.direct import _conv_block
 from tirbench.schedules.gemm import tma_ws
 from tirbench.schedules.intrinsics import wgmma
+from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 PRODUCERS = 128  # threads of the producer warpgroup
 _CHUNKS = 8  # 16-byte copies per 128-byte row (64 halves or 128 int8 channels: one k tile)
@@ -64,7 +65,7 @@ def conv_geometry(sch: s_tir.Schedule, layout: str) -> dict[str, int]:
     return geom
 
 
-def _epilogue_ops(sch: s_tir.Schedule) -> tuple[bool, bool]:
+def epilogue_ops(sch: s_tir.Schedule) -> tuple[bool, bool]:
     """(residual, relu) of a ``conv2d_int8`` module: whether its epilogue block reads Res, and clamps at 0 besides
     the int8 range (a ``max(t, 0)``)."""
     block = sch.get(sch.get_sblock("epilogue"))
@@ -95,11 +96,11 @@ def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, 
 
 def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
             persistent_ctas: int, lanes: int, l1_gather: bool, residual: bool = False,
-            relu: bool = False, a_by_tma: bool = False, tma_store: bool = False) -> tirx.PrimFunc:
+            relu: bool = False, a_by_tma: bool = False, tma_store: bool = False, krsc: bool = False) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half (``a_by_tma``: both tiles by
     TMA, a 1x1 layer; ``tma_store``: Y, as the [N*OH*OW, K] matrix, stored by v9's TMA-store epilogue); or int8
-    NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``,
-    ``relu``)."""
+    NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``, ``relu``; ``krsc``: the filter
+    stored (K, R, S, C), its k tiles by TMA)."""
     n, h, w, c, k, r, s, oh, ow, stride, pad = (geom[a] for a in
                                                 ("n", "h", "w", "c", "k", "r", "s", "oh", "ow", "stride", "pad"))
     int8 = dtype == "int8"
@@ -125,14 +126,16 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
     cg, kg = c // LANES, k // LANES
     plane = h * w * LANES  # int8: one channel group of one image
     if int8:
-        x_shape, w_shape, y_shape = (n, cg, h, w, LANES), (k, cg, r, s, LANES), (n, kg, oh, ow, LANES)
+        x_shape, y_shape = (n, cg, h, w, LANES), (n, kg, oh, ow, LANES)
+        w_shape = (k, r, s, c) if krsc else (k, cg, r, s, LANES)
         image_size, pixel_size = cg * plane, LANES
     else:
         x_shape, w_shape, y_shape = (n, h, w, c), (r, s, c, k), (n, oh, ow, k)
         image_size, pixel_size = h * w * c, c
     elem, acc_dtype = ("int8", "uint32") if int8 else ("float16", "float32")
-    # full-barrier arrivals per stage: one TMA thread (a_by_tma); else 128 gathering threads (+ B's TMA thread, fp16)
-    arrivals = 1 if a_by_tma else PRODUCERS + (0 if int8 else 1)
+    b_by_tma = krsc or not int8
+    # full-barrier arrivals per stage: one TMA thread (a_by_tma); else 128 gathering threads (+ B's TMA thread)
+    arrivals = 1 if a_by_tma else PRODUCERS + (1 if b_by_tma else 0)
 
     def chunk_offset(chunk: tirx.PrimExpr, c0: tirx.PrimExpr) -> tirx.PrimExpr:
         """Where 16-byte chunk ``chunk`` of a pixel's k tile starting at channel ``c0`` is, from the pixel's first
@@ -146,7 +149,14 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
 
     @T.inline
     def load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid):
-        if int8:  # K-major rows of four 32-byte channel groups, R * S * 32 bytes apart: gathered like A
+        if krsc:  # one TMA copy of the K-major [bn, 128] tile: 128 channels of tap (r, s) of bn filters
+            if tid == 0:
+                Wv = T.decl_buffer((k, r * s * c), elem, data=Wt.data)
+                col: T.let = (ry * s + rx) * c + c0
+                ring.full.arrive(st, b_bytes)
+                Tx.copy_async(B_s[st, :, :], Wv[n0:n0 + bn, col:col + tile_c], dispatch="tma_auto",
+                              mbar=ring.full.ptr_to([st]))
+        elif int8:  # K-major rows of four 32-byte channel groups, R * S * 32 bytes apart: gathered like A
             for p in T.unroll(b_passes):
                 for q in T.unroll(per_lane):
                     copy(B_s.ptr_to([st, tid // lanes + p * rows_per_pass, (tid % lanes * per_lane + q) * 16]),
@@ -314,11 +324,13 @@ def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
     """The kernel of the module docstring for the int8 NC/32HW32 convolution of ``sch``'s module (``conv2d_int8``),
     with its requantizing epilogue (bias, scale, rounding, the residual and ReLU where the module has them,
     saturation) on the int32 accumulators; the parameters of ``conv2d_nhwc_tma_ws``. C must be a multiple of 128
-    (a k tile is four channel groups)."""
+    (a k tile is four channel groups). A filter stored (K, R, S, C) (``filter_layout="KRSC"``) comes by TMA, as
+    fp16's; the (K, C/32, R, S, 32) one, whose k tile has no 128 contiguous bytes, is gathered like the input."""
     geom = conv_geometry(sch, "NCHW32")
-    residual, relu = _epilogue_ops(sch)
+    residual, relu = epilogue_ops(sch)
+    krsc = filter_layout_of(sch.mod) == "KRSC"
     params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
               "lanes": lanes}
     _require(geom, dtype="int8", **params)
     return s_tir.Schedule(IRModule({"main": _kernel(geom, "int8", l1_gather=l1_gather, residual=residual,
-                                                    relu=relu, **params)}))
+                                                    relu=relu, krsc=krsc, **params)}))

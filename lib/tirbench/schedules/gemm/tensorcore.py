@@ -231,10 +231,11 @@ def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128)
 
 
 def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV], ko: s_tir.LoopRV,
-                               warps: int) -> None:
+                               warps: int, a_copy: int = mma_int8.CHUNK) -> None:
     """The int8 A and B shared tiles (``shared``, already read) copied per k tile in the swizzled layout of
-    ``intrinsics.mma_int8``, 16-byte copies spread over the block's threads panel by panel."""
-    for sh in shared:
+    ``intrinsics.mma_int8``, 16-byte chunks spread over the block's threads panel by panel; A's chunks as
+    ``a_copy``-byte copies (``gemm_mma_int8``)."""
+    for sh, copy in zip(shared, (a_copy, mma_int8.CHUNK)):
         sch.compute_at(sh, ko)
         sch.transform_layout(sh, ("write", 0), mma_int8.swizzle,
                              assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
@@ -245,12 +246,15 @@ def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV]
         _, ty, tx = sch.split(sch.fuse(r, panel, c), factors=[None, warps, WARP])
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
+        if copy < mma_int8.CHUNK:  # a chunk in pieces, each its own copy
+            sch.unroll(sch.split(vec, factors=[None, copy])[0])
+            vec = sch.get_loops(sh)[-1]
         sch.vectorize(vec)
 
 
 def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                   warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3, raster: int = 1,
-                  block: str = "C") -> s_tir.Schedule:
+                  block: str = "C", a_copy: int = mma_int8.CHUNK) -> s_tir.Schedule:
     """int8 tensor cores: ldmatrix + mma.sync m16n8k32 (int32 accumulators) on C[m, n] += A[m, k] * B[n, k].
 
     v7's structure (block tile -> warps of ``warp_tile``, a ``stages``-deep cp.async pipeline of ``tile_k`` tiles,
@@ -258,7 +262,11 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     swizzled layout of ``intrinsics.mma_int8`` (XOR on 16-byte chunks; conflict-free without padding), filled with
     16-byte copies, read by ldmatrix intrinsics that address the swizzled rows. A caller's C in shared memory (the
     convolution's epilogue) takes any m, n, k, as in ``gemm_v8_wgmma``; C in global memory needs tiles that divide.
+    ``a_copy``: bytes per copy of A's fill (16; 4 or 8 where A's rows are contiguous only in such runs, as the im2col
+    rows of a convolution that reads 4 lanes per pixel).
     """
+    if a_copy not in (4, 8, mma_int8.CHUNK):
+        raise ValueError(f"a_copy={a_copy!r}: A's fill copies 4, 8 or {mma_int8.CHUNK} bytes at a time (cp.async)")
     blk, m, n, k = gemm_block(sch, block)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype != "int8":
@@ -278,7 +286,7 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     frag_a, frag_b = (sch.cache_read(tile, idx, "warp") for idx in (0, 1))  # 2-D, before the shared tiles' layout
     sch.compute_at(frag_a, ki)
     sch.compute_at(frag_b, ki)
-    _stage_swizzled_int8_tiles(sch, shared, ko, warps)
+    _stage_swizzled_int8_tiles(sch, shared, ko, warps, a_copy)
     acc = sch.cache_write(tile, 0, "warp")
     sch.reverse_compute_at(acc, warp)
     sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
