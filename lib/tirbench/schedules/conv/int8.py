@@ -15,6 +15,7 @@ from tirbench.schedules.common.padding import C_ROW_PAD
 from tirbench.schedules.common.tiling import WARP
 from tirbench.schedules.conv.implicit_gemm import _inline_im2col, _input_fill, _l1_fill, conv2d_as_gemm
 from tirbench.schedules.gemm.tensorcore import gemm_mma_int8
+from tirbench.schedules.intrinsics import mma_int8
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, filter_layout_of
 
@@ -99,7 +100,7 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_int8_epilogue(block_tile, warps)
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
-                  block="conv", **({"a_copy": NARROW_LANES} if narrow else {}))
+                  block="conv", a_copy=NARROW_LANES if narrow else mma_int8.CHUNK)
     _l1_fill(sch, l1_fill)
     return _finish_int8(sch, warps=warps)
 
