@@ -152,6 +152,7 @@ INT8_MMA = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32, "stages": 4},
     ))
 #: ... and warp-specialized (``conv.tma_ws``), on the filter stored (K, R, S, C) (``conv2d_int8(...,
 #: filter_layout="KRSC")``: a k tile's 128 channels are one TMA box row; the NC/32HW32 filter's 32 contiguous bytes
