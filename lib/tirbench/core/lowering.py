@@ -6,9 +6,9 @@ With ``tirx.use_async_copy``, TVM turns a 16-byte global -> shared copy into ``c
 im2col fill of an implicit-GEMM convolution). TVM 0.27 recognises that zero only as a float constant: for int8
 tiles the copy stays a vector store of an int8x16 ``if_then_else``, which the CUDA code generator then prints as
 an invalid ``make_int4`` of 16 bytes (and a 4- or 8-byte one as a synchronous load). ``PIPELINE`` ("tirbench")
-runs TVM's default pipeline and then rewrites those stores into the same predicated ``cp.async`` node TVM emits for half tiles (``tirx.s_tir.cp_async_raw``). They sit
-between the software pipeline's commit/wait groups already, so they join the group that follows them, as
-TVM's own would.
+runs TVM's default pipeline and then rewrites those stores into the same predicated ``cp.async`` node TVM emits for
+half tiles (``tirx.s_tir.cp_async_raw``). They sit between the software pipeline's commit/wait groups already, so
+they join the group that follows them, as TVM's own would.
 """
 from __future__ import annotations
 
@@ -63,16 +63,16 @@ def _zero_fill_copy(store: tirx.BufferStore) -> tirx.Stmt:
             or len(store.indices) != 1 or not str(load.source.dtype).startswith(("int", "uint")):
         return store
     vector = tvm.DataType(str(load.ty))
-    if vector.lanes * vector.bits // 8 not in _COPY_BYTES or vector.lanes == 1:
+    nbytes = vector.lanes * vector.bits // 8
+    if vector.lanes == 1 or nbytes not in _COPY_BYTES:
         return store
     src, dst = _base(load.indices[0]), _base(store.indices[0])
     if src is None or dst is None:
         return store
     # the node TVM's InjectPTXAsyncCopy emits for a predicated copy: (dst, dst offset, src, src offset, bytes,
     # predicate), offsets in elements of its type
-    return tirx.Evaluate(tvm.ir.Call(_CP_ASYNC, [store.buffer.data, dst, load.source.data, src,
-                                                 vector.lanes * vector.bits // 8, value.args[0]],
-                                     ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
+    return tirx.Evaluate(tvm.ir.Call(_CP_ASYNC, [store.buffer.data, dst, load.source.data, src, nbytes,
+                                                 value.args[0]], ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
 
 
 def _call(stmt: tirx.Stmt, op: tvm.ir.Op) -> tvm.ir.Call | None:
@@ -139,9 +139,10 @@ def _add_helpers(code: str, target: object = None) -> str:
 
 @tvm.transform.module_pass(opt_level=0, name="tirbench.ZeroFillIntCopies")
 def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """With ``tirx.use_async_copy``: rewrite every zero-padded integer 4-, 8- or 16-byte copy into shared memory as a
-    predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), make the
-    copies of ``L1_FILL`` loops cache in L1, and drop the pipeline's waits that a k tile's own stricter wait makes redundant (``_drop_subsumed_wait``)."""
+    """With ``tirx.use_async_copy``: rewrite every zero-padded integer 4-, 8- or 16-byte copy into shared memory as
+    a predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), make the
+    copies of ``L1_FILL`` loops cache in L1, and drop the pipeline's waits that a k tile's own stricter wait makes
+    redundant (``_drop_subsumed_wait``)."""
     if not bool(ctx.config.get("tirx.use_async_copy", False)):
         return mod
     mod = tvm_ffi.structural_map(mod, (tirx.BufferStore, _zero_fill_copy))
