@@ -159,7 +159,9 @@ INT8_MMA = KernelRecord(
 #: make the producer gather it, 198 us at batch 256). On an H100 (2026-11-25, probe, bit-exact): 136.8 us at batch
 #: 256 (cuDNN fp16 161.1: 1.18x) with the im2col gathered through L2 only (``l1_gather=False``), against 146.5
 #: through L1; batch 32: 3x3 @14 18.9 us, @7 20.8 (int8_wgmma 22.5, 36.4). The rules sweep it as another form of an
-#: int8 layer whose channels fill whole k tiles (``rules.int8_forms``).
+#: int8 layer whose channels fill whole k tiles (``rules.int8_forms``). A wider grid at batch 256 (2026-11-26, probe
+#: ``int8_b256_grid_probe.py``, bit-exact): persistent blocks save 3-5 us, and the gather wants either 2 threads a row
+#: through L1 (129.8 us) or 8 through L2 only (131.6; 4 threads: 144.8 and 168.6): the last two candidates.
 INT8_TMA_WS = KernelRecord(
     "int8_tma_ws", conv2d_int8_tma_ws,
     {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 0, "lanes": 4, "l1_gather": False},
@@ -170,6 +172,8 @@ INT8_TMA_WS = KernelRecord(
         {"block_tile": (64, 256), "stages": 4, "consumers": 1},
         {"block_tile": (64, 128), "stages": 8, "consumers": 1},
         {"block_tile": (128, 256), "stages": 4, "l1_gather": True},
+        {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132, "lanes": 2, "l1_gather": True},
+        {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132, "lanes": 8},
     ))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
 

@@ -38,14 +38,17 @@ from tirbench.schedules.intrinsics import wgmma
 TILE_K = 64
 ROWS_PER_CONSUMER = 64  # one wgmma's M
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 128 x 40 + 256 x 232 <= 64 K)
+SM_REGISTERS = 65536  # 32-bit registers of an SM, what the warpgroups' setmaxnreg budgets share
 _K_STEP = 16  # halves per wgmma instruction
 STAGING_BYTES = 2 * ROWS_PER_CONSUMER * 128  # per consumer, the TMA-store epilogue's two 64 x 128-byte buffers
 
 
 def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
                persistent_ctas: int, n_axis: str = "n", tma_store: bool = False) -> None:
-    """One-line checks: fp16, tiles that divide the problem, one warpgroup of 64 rows per consumer, one wgmma's N,
-    and the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n)."""
+    """One-line checks: fp16, tiles that divide the problem, one warpgroup of 64 rows per consumer, the warpgroups'
+    register budgets within an SM's (``setmaxnreg.inc`` waits forever for registers that are not there: 4 consumers
+    hung an H100), one wgmma's N, and the ring of stages in shared memory (``n_axis``: what the caller calls the
+    GEMM's n)."""
     if dtype != "float16":
         raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
     bm, bn = block_tile
@@ -54,6 +57,12 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
     if bm != ROWS_PER_CONSUMER * consumers:
         raise ValueError(f"block_tile[0]={bm}: each of the {consumers} consumer warpgroups owns 64 rows, so it "
                          f"must be {ROWS_PER_CONSUMER * consumers}")
+    regs = 128 * (PRODUCER_REGS + consumers * CONSUMER_REGS)
+    if regs > SM_REGISTERS:
+        raise ValueError(f"consumers={consumers}: {consumers} consumer warpgroups of {CONSUMER_REGS} registers a "
+                         f"thread and the producer's {PRODUCER_REGS} need {regs} registers, more than an SM's "
+                         f"{SM_REGISTERS} (the kernel would hang in setmaxnreg): at most "
+                         f"{(SM_REGISTERS // 128 - PRODUCER_REGS) // CONSUMER_REGS}")
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis=n_axis)
     require_divides(k, TILE_K, param="the k tile (64)", axis="k")
