@@ -131,6 +131,14 @@ def test_fp16_bad_input_is_one_line(make, params, message):
     assert "\n" not in str(err.value)
 
 
+def test_int8_four_consumers_are_refused_not_hung():
+    """A 256-row tile needs four consumer warpgroups, whose setmaxnreg budgets an SM cannot hold (it hung an H100)."""
+    wl = conv2d_int8(4, 128, 14, 14, 256, filter_layout="KRSC")
+    with pytest.raises(ValueError, match="consumers=4: .* more than an SM's 65536 .*: at most 2") as err:
+        conv2d_int8_tma_ws(s_tir.Schedule(wl.mod), block_tile=(256, 128), consumers=4)
+    assert "\n" not in str(err.value)
+
+
 def test_int8_needs_four_channel_groups_per_k_tile():
     with pytest.raises(ValueError, match="the k tile \\(channels\\)=128 does not divide c \\(input channels\\)=64"):
         conv2d_int8_tma_ws(s_tir.Schedule(conv2d_int8(2, 64, 14, 14, 128).mod))

@@ -276,6 +276,9 @@ def test_v5_ffma_order(columns_outer, second):
      r"need 245840 bytes of shared memory per block \(TMA ring\)"),
     ({"block_tile": (128, 128), "stages": 7}, r"need 262256 bytes .* \(TMA ring, store staging\)"),
     ({"block_tile": (192, 128)}, "each of the 2 consumer warpgroups owns 64 rows, so it must be 128"),
+    ({"block_tile": (192, 128), "consumers": 3, "tma_store": False},
+     r"consumers=3: .* need 94208 registers, more than an SM's 65536 \(the kernel would hang in setmaxnreg\): "
+     "at most 2"),
     ({"block_tile": (128, 512)}, "one wgmma covers at most N=256 columns"),
     ({"block_tile": (128, 96)}, "block_tile\\[1\\]=96 does not divide n=1024"),
     ({"persistent_ctas": -1}, "persistent_ctas=-1"),
