@@ -6,8 +6,10 @@ rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`
 each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
 against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
 03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
-cuDNN, and their errors from ``winograd_error.csv``) and ``tuning-throughput`` (``results/tuning/throughput.csv``)
-when the README has that section; nothing is typed by hand.
+cuDNN, and their errors from ``winograd_error.csv``), ``resnet50-network`` (notebook 08: ResNet-50's convolutions as
+a whole network, the conv rules against cuDNN per run, each from its latest run, and MetaSchedule's ``rules`` space on
+the fp32 layers) and ``tuning-throughput`` (``results/tuning/throughput.csv``) when the README has that section;
+nothing is typed by hand.
 """
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tirbench.bench.network import (DTYPES, metaschedule_per_layer, metaschedule_run, network_totals, per_layer,
+                                    recorded_batch)
 from tirbench.bench.results import latest_run, read_results
 from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
 from tirbench.tuning import throughput
+from tirbench.workloads.resnet50 import RESNET50
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -228,9 +233,43 @@ def winograd_error_table(root: Path) -> str:
     return "\n".join(lines) + f"\n\n{_run_label(df)}"
 
 
+def network_table(root: Path) -> str:
+    """Notebook 08's ResNet-50 convolutions as a whole network (time x count summed over the layers): per config, from
+    its latest run, the conv rules against cuDNN's faster layout (fp16 for int8), then the MetaSchedule ``rules``
+    space against the rules on the fp32 layers it has a row for."""
+    df = read_results(root / "results" / "08_resnet50" / "results.csv")
+    batches = {config: batch for config in DTYPES if (batch := recorded_batch(df, config)) is not None}
+    tables = {config: per_layer(df, config, RESNET50, batch) for config, batch in batches.items()}
+    if not tables:
+        return "not run on a GPU yet"
+    lines = ["| run | layers | convolutions | TVM rules ms (network) | cuDNN ms (network) | cuDNN time / TVM time | "
+             "run_id |", "|---|---:|---:|---:|---:|---:|---|"]
+    for config, t in network_totals(pd.concat(tables.values(), ignore_index=True)).to_dict("index").items():
+        vendor = " (cuDNN fp16)" if config == "int8" else ""
+        lines.append(f"| {config} batch {batches[config]}{vendor} | {t['layers']} | {t['convolutions']} | "
+                     f"{t['tvm_ms']:.3f} | {t['cudnn_ms']:.3f} | {t['cuDNN / TVM']:.3f}x | {t['run_id']} |")
+    paragraphs, runs = ["\n".join(lines)], [t["run_id"].iloc[0] for t in tables.values()]
+    if "fp32" in tables:
+        ms = metaschedule_per_layer(df, tables["fp32"], RESNET50, batches["fp32"])
+        if not ms.empty:
+            runs.append(metaschedule_run(df)["run_id"].iloc[0])
+            paragraphs.append(_metaschedule_line(ms, len(tables["fp32"]), runs[-1]))
+    return "\n\n".join(paragraphs + [_run_label(df[df["run_id"] == r]) for r in dict.fromkeys(runs)])
+
+
+def _metaschedule_line(ms: pd.DataFrame, layers: int, run: str) -> str:
+    """The MetaSchedule ``rules`` space's network time on the fp32 layers of ``ms`` (``metaschedule_per_layer``)
+    against the rules' on the same layers."""
+    ms_total, rules_total = (ms["ms_rules_ms"] * ms["count"]).sum(), (ms["rules_ms"] * ms["count"]).sum()
+    return (f"MetaSchedule's `rules` space on the fp32 layers ({len(ms)} of {layers} layers, {ms['count'].sum()} "
+            f"convolutions, best of up to {ms['trials'].max()} trials a layer, run {run}): {ms_total:.3f} ms against "
+            f"the conv rules' {rules_total:.3f} ms on the same layers ({rules_total / ms_total:.3f}x the rules' "
+            "speed).")
+
+
 #: Generated sections besides the headline rows and the sweeps: marker -> table builder.
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
-            "tuning-throughput": throughput_table}
+            "resnet50-network": network_table, "tuning-throughput": throughput_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
