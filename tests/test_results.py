@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from tirbench.bench.results import COLUMNS, ResultsFileError, append_rows, latest_run, latest_run_where, read_results
+from tirbench.bench.results import (COLUMNS, ResultsFileError, append_rows, latest_run, latest_run_where,
+                                    prune_superseded, read_results)
 from tirbench.core import atomic
 from tirbench.report import readme as report
 
@@ -50,6 +51,21 @@ def test_latest_run_where_takes_the_newest_run_that_measured_it_whole(tmp_path):
     assert latest_run_where(df, df["dtype"] == "float32").empty
     none = read_results(tmp_path / "none.csv")
     assert latest_run_where(none, none["dtype"] == "int8").empty
+
+
+def test_prune_drops_only_runs_whose_every_row_was_measured_again(tmp_path):
+    """Four runs: r1 measured v1 and v2, r2 only v1, r3 on another GPU, r4 v1 again. r1 still holds the newest v2 and
+    r3 the other GPU's v1 (the overview's); r2's only row is superseded by r4's and it is not among the 2 most recent
+    (r3, r4): dropped, every other line kept byte for byte."""
+    path = tmp_path / "results.csv"
+    day = "2026-11-2{}T00:00:00+00:00".format
+    append_rows(path, [row("r1", day(1)), row("r1", day(1), variant="v2"), row("r2", day(2)),
+                       row("r3", day(3), gpu="NVIDIA H100 80GB HBM3"), row("r4", day(4))])
+    before = path.read_text().splitlines(keepends=True)
+    assert prune_superseded(path) == 1
+    assert path.read_text() == "".join(line for line in before if not line.startswith("r2,"))
+    assert list(read_results(path)["run_id"]) == ["r1", "r1", "r3", "r4"]
+    assert prune_superseded(path) == 0 and prune_superseded(tmp_path / "none.csv") == 0
 
 
 def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):

@@ -76,6 +76,9 @@ def test_rows_figures_executed_copy_and_report_move_in_only_when_the_notebook_su
     ok, failing = root / "notebooks" / "98_ok.ipynb", root / "notebooks" / "99_fails.ipynb"
     synthetic_notebook(ok, fail=False)
     synthetic_notebook(failing, fail=True)
+    superseded = root / "results" / "98_ok" / "results.csv"   # two older runs of v0: the oldest goes, the other stays
+    results.append_rows(superseded, [row(run_id=f"older{i}", notebook="98_ok", variant="v0",
+                                         timestamp=f"2026-11-2{i}T00:00:00+00:00") for i in (1, 2)])
     old_rows = root / "results" / "99_fails" / "results.csv"
     results.append_rows(old_rows, [row(run_id="old", notebook="99_fails")])
     before = old_rows.read_bytes()
@@ -96,10 +99,12 @@ def test_rows_figures_executed_copy_and_report_move_in_only_when_the_notebook_su
     assert {p.name for p in staged.iterdir()} == {"results.csv", "plot.png"}   # kept, to read
     assert f"what it staged is in {staged.parent}" in log.out
     new_rows = results.read_results(root / "results" / "98_ok" / "results.csv")   # the one that succeeded
-    assert list(new_rows["variant"]) == ["v0", "v1"] and new_rows["verified"].all()
+    assert list(new_rows["run_id"]) == ["older2", "new", "new"] and new_rows["verified"].all()
+    assert list(new_rows["variant"]) == ["v0", "v0", "v1"]
     assert (out / "98_ok" / "plot.png").exists() and (out / "executed" / ok.name).exists()
     assert (out / "reports" / "98_ok.html").exists()
-    assert "98_ok: moved in 2 rows (results/98_ok/results.csv), 1 figure, the executed copy and the report" in log.out
+    assert ("98_ok: moved in 2 rows (results/98_ok/results.csv; 1 older row measured again since dropped, git history "
+            "keeps them), 1 figure, the executed copy and the report") in log.out
     assert not (root / "build" / "run-all" / "98_ok").exists()
     assert "without encryption" not in log.out + log.err   # the kernels ran over IPC
 

@@ -1,4 +1,5 @@
-"""The results CSV: its columns, an atomic appender, and strict readers for the latest run."""
+"""The results CSV: its columns, an atomic appender, strict readers for the latest run, and the pruning of runs that
+later runs have measured again (git history keeps them; the clone stays small)."""
 from __future__ import annotations
 
 import csv
@@ -18,6 +19,11 @@ COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "w
 
 #: The columns that say which run a row comes from: every CSV a run writes starts with them.
 RUN_FIELDS = COLUMNS[:5]
+
+#: What a row measures: a later row of the same key supersedes it (per GPU: notebook 00 shows each GPU's latest).
+ROW_KEY = ["gpu", "workload", "shape", "dtype", "variant", "provider"]
+#: The most recent runs a results CSV keeps whatever later runs measured.
+KEEP_RUNS = 2
 
 #: ``provider`` values a row may carry.
 PROVIDERS = ("tvm", "metaschedule", "cublas", "cublaslt", "cudnn", "torch")
@@ -110,3 +116,27 @@ def latest_run_where(df: pd.DataFrame, rows: pd.Series) -> pd.DataFrame:
     """All rows of the most recent run among those with a row where ``rows`` holds (a notebook run may measure a
     part of what the notebook can: ``-p configs '[fp16]'``); empty if none has one."""
     return latest_run(df[df["run_id"].isin(df.loc[rows, "run_id"])]) if len(df) else df
+
+
+def needed_runs(df: pd.DataFrame) -> set[str]:
+    """The runs of ``df`` to keep: each holding the newest row (by timestamp) of some ``ROW_KEY``, and the
+    ``KEEP_RUNS`` most recent."""
+    if df.empty:
+        return set()
+    ordered = df.sort_values("timestamp", kind="stable")
+    recent = ordered.drop_duplicates("run_id", keep="last")["run_id"].iloc[-KEEP_RUNS:]
+    return set(ordered.drop_duplicates(ROW_KEY, keep="last")["run_id"]) | set(recent)
+
+
+def prune_superseded(path: Path) -> int:
+    """Drop from the results CSV at ``path`` (atomically, every other line byte for byte) the runs that
+    ``needed_runs`` does not keep: each of their rows was measured again by a later run. Returns the rows dropped."""
+    path = Path(path)
+    df = read_results(path)
+    keep = needed_runs(df)
+    if set(df["run_id"]) <= keep:
+        return 0
+    header, *lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if line.split(",", 1)[0] in keep]
+    write_atomic(path, "".join([header, *kept]).encode())
+    return len(lines) - len(kept)

@@ -114,15 +114,19 @@ def render_report(executed: Path, reports: Path) -> str:
 
 
 def move_staged(staged: Path, out: Path, root: Path) -> list[str]:
-    """Append each staged ``<notebook>/results.csv`` to ``root/results/`` (atomically) and move every other staged
-    file to ``out``; returns what moved, in words."""
+    """Append each staged ``<notebook>/results.csv`` to ``root/results/`` (atomically; then the runs measured again
+    since are pruned, ``results.prune_superseded``) and move every other staged file to ``out``; returns what moved,
+    in words."""
     moved, figures = [], 0
     for path in sorted(p for p in staged.rglob("*") if p.is_file()):
         rel = path.relative_to(staged)
         if rel.name == "results.csv":
             rows = [dict(r, verified=r["verified"] == "True") for r in csv.DictReader(io.StringIO(path.read_text()))]
             n = results.append_rows(root / "results" / rel, rows)
-            moved.append(f"{n} rows ({Path('results') / rel})")
+            pruned = results.prune_superseded(root / "results" / rel)
+            dropped = f"; {pruned} older row{'s' if pruned != 1 else ''} measured again since dropped, git history " \
+                      "keeps them" if pruned else ""
+            moved.append(f"{n} rows ({Path('results') / rel}{dropped})")
         else:
             write_atomic(out / rel, path.read_bytes())
             figures += 1
