@@ -20,6 +20,8 @@ WARP = 32
 #: since static shared memory stops at 48 KB; TVM's CUDA runtime raises the kernel's limit (cuFuncSetAttribute)
 #: when a launch asks for more than that.
 MAX_SHARED_BYTES = 227 * 1024
+#: 32-bit registers of an SM (Hopper), shared by the threads of the blocks it runs.
+REGISTERS_PER_SM = 65536
 
 
 def gemm_block(sch: s_tir.Schedule, name: str = "C") -> tuple[s_tir.SBlockRV, int, int, int]:

@@ -43,7 +43,8 @@ from tvm import s_tir
 
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.common.padding import Padding, pad_to_tiles
-from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SampledTile, Warps, gemm_block, has_block
+from tirbench.schedules.common.tiling import (MAX_SHARED_BYTES, REGISTERS_PER_SM, SampledTile, Warps, gemm_block,
+                                              has_block)
 from tirbench.schedules.gemm.warpgroup import _require_wgmma_tiles, tensorize_wgmma, wgmma_nest
 from tirbench.schedules.intrinsics import wgmma
 from tirbench.workloads.base import Workload
@@ -60,7 +61,6 @@ RASTER = SampledTile(unit=1, max_units=8)
 #: A thread's registers: bn / 2 accumulators plus about this many more (ptxas: 128 x 256 tiles use 159, 256 x 192
 #: 128), out of 65536 per SM shared by the block's 2 x bm threads (at most 255 each).
 REGISTERS_BESIDES_ACCUMULATORS = 32
-REGISTERS_PER_SM = 65536
 #: Pipeline depths a candidate draws from.
 STAGES = wgmma.SPACE_STAGES
 #: Overlap off / on.

@@ -31,14 +31,13 @@ from tvm.script.tirx import tile as Tx
 
 from tirbench.core.lowering import TIRX_KERNEL
 from tirbench.schedules.common.checks import require_divides, require_positive_int
-from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, gemm_block, require_multiple
+from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, REGISTERS_PER_SM, gemm_block, require_multiple
 from tirbench.schedules.intrinsics import wgmma
 
 #: k per stage: one 128-byte swizzle row of halves.
 TILE_K = 64
 ROWS_PER_CONSUMER = 64  # one wgmma's M
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 128 x 40 + 256 x 232 <= 64 K)
-SM_REGISTERS = 65536  # 32-bit registers of an SM, what the warpgroups' setmaxnreg budgets share
 _K_STEP = 16  # halves per wgmma instruction
 STAGING_BYTES = 2 * ROWS_PER_CONSUMER * 128  # per consumer, the TMA-store epilogue's two 64 x 128-byte buffers
 
@@ -58,11 +57,11 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
         raise ValueError(f"block_tile[0]={bm}: each of the {consumers} consumer warpgroups owns 64 rows, so it "
                          f"must be {ROWS_PER_CONSUMER * consumers}")
     regs = 128 * (PRODUCER_REGS + consumers * CONSUMER_REGS)
-    if regs > SM_REGISTERS:
+    if regs > REGISTERS_PER_SM:
         raise ValueError(f"consumers={consumers}: {consumers} consumer warpgroups of {CONSUMER_REGS} registers a "
                          f"thread and the producer's {PRODUCER_REGS} need {regs} registers, more than an SM's "
-                         f"{SM_REGISTERS} (the kernel would hang in setmaxnreg): at most "
-                         f"{(SM_REGISTERS // 128 - PRODUCER_REGS) // CONSUMER_REGS}")
+                         f"{REGISTERS_PER_SM} (the kernel would hang in setmaxnreg): at most "
+                         f"{(REGISTERS_PER_SM // 128 - PRODUCER_REGS) // CONSUMER_REGS}")
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis=n_axis)
     require_divides(k, TILE_K, param="the k tile (64)", axis="k")
