@@ -84,3 +84,9 @@ def metaschedule_per_layer(df: pd.DataFrame, fp32: pd.DataFrame, net: Iterable[C
             rows.append({"layer": r["layer"], "count": r["count"], "trials": int(ms.loc[shape, "trials"]),
                          "rules_ms": r["tvm_ms"], "ms_rules_ms": ms.loc[shape, "median_ms"], "cudnn_ms": r["cudnn_ms"]})
     return pd.DataFrame(rows, columns=MS_COLUMNS)
+
+
+def metaschedule_totals(ms: pd.DataFrame) -> dict[str, float]:
+    """The network's times over the layers of ``ms`` (``metaschedule_per_layer``), time x count summed: the rules',
+    the MetaSchedule ``rules`` space's and cuDNN's."""
+    return {c: float((ms[c] * ms["count"]).sum()) for c in ("rules_ms", "ms_rules_ms", "cudnn_ms")}

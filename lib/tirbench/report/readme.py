@@ -21,8 +21,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tirbench.bench.network import (DTYPES, metaschedule_per_layer, metaschedule_run, network_totals, per_layer,
-                                    recorded_batch)
+from tirbench.bench.network import (DTYPES, metaschedule_per_layer, metaschedule_run, metaschedule_totals,
+                                    network_totals, per_layer, recorded_batch)
 from tirbench.bench.results import latest_run, read_results
 from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
@@ -260,7 +260,8 @@ def network_table(root: Path) -> str:
 def _metaschedule_line(ms: pd.DataFrame, layers: int, run: str) -> str:
     """The MetaSchedule ``rules`` space's network time on the fp32 layers of ``ms`` (``metaschedule_per_layer``)
     against the rules' on the same layers."""
-    ms_total, rules_total = (ms["ms_rules_ms"] * ms["count"]).sum(), (ms["rules_ms"] * ms["count"]).sum()
+    totals = metaschedule_totals(ms)
+    ms_total, rules_total = totals["ms_rules_ms"], totals["rules_ms"]
     return (f"MetaSchedule's `rules` space on the fp32 layers ({len(ms)} of {layers} layers, {ms['count'].sum()} "
             f"convolutions, best of up to {ms['trials'].max()} trials a layer, run {run}): {ms_total:.3f} ms against "
             f"the conv rules' {rules_total:.3f} ms on the same layers ({rules_total / ms_total:.3f}x the rules' "
