@@ -15,7 +15,7 @@ from tirbench.core.cuda_source import device_source
 from tirbench.core.machine import has_cuda_gpu
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
-from tirbench.core.build import build_with_config
+from tirbench.tuning.builders import build_candidate
 from tirbench.tuning.cli import cli_workloads, main
 from tirbench.tuning.database import best_schedule, open_database
 from tirbench.tuning.history import HISTORY_FILE, trials_done, tuner_vs_harness, tuning_history, where_it_flattens
@@ -226,10 +226,10 @@ def test_v5_space_has_both_ffma_orders():
 
 
 def test_candidate_build_uses_the_tuned_pass_config():
-    """The builders' ``f_build`` survives pickling (it runs in worker processes) and builds the v5 space's
+    """The builders' ``f_build`` (``build_candidate``) survives pickling (it runs in worker processes) and builds the v5 space's
     candidates as the notebook builds them: with cp.async copies."""
     config = tuned_pass_config(WL, "v5")
-    f_build = pickle.loads(pickle.dumps(functools.partial(build_with_config, config)))
+    f_build = pickle.loads(pickle.dumps(functools.partial(build_candidate, None, config)))
     sch = gemm_v5_warp_tiled(s_tir.Schedule(WL.mod))
     src = f_build(sch.mod, space_target("v5"), None).imports[0].inspect_source()
     assert config == SIMT_ASYNC_CONFIG and "cp.async" in src

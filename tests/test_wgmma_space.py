@@ -1,7 +1,11 @@
 """The ``wgmma`` design space: registered and on the CLI; one-line refusals of what it cannot take; its design spaces
-and their decisions (tiles, stages, overlap); its seeds are the hand sweep's v8 kernels (the same CUDA); sampled and
-mutated candidates finish, pass or are cleanly rejected, and build for sm_90a with wgmma; MetaSchedule's search runs
-over it with stand-in builder and runner (no GPU here: nothing is measured)."""
+and their decisions (tiles, stages, overlap; on the convolution the pipeline and the warp-specialized kernel's
+choices); its seeds are the hand sweep's v8 and warp-specialized kernels (the same CUDA); sampled and mutated
+candidates finish, pass or are cleanly rejected, and build for sm_90a with wgmma (the warp-specialized ones as the
+TIRx kernel, with TMA and mbarriers); MetaSchedule's search runs over it with stand-in builder and runner (no GPU
+here: nothing is measured)."""
+import functools
+import pickle
 import random
 import shutil
 import tempfile
@@ -10,16 +14,23 @@ import pytest
 import tvm
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.common.decisions import with_decisions
-from tirbench.schedules.conv.records import NHWC_WGMMA
+from tirbench.schedules.conv.records import NHWC_TMA_WS, NHWC_WGMMA
 from tirbench.schedules.gemm.records import V8_WGMMA
 from tirbench.schedules.conv.wgmma_space import (
     LAYOUTS,
     STAGES,
+    WS_LANES,
+    WS_PERSISTENT,
+    WS_STAGES,
+    conv2d_wgmma_design,
     finish_wgmma,
     gemm_wgmma_design,
     seed_candidates,
+    substitute_spec,
+    tuned_kernel,
     wgmma_seeds,
 )
+from tirbench.tuning.builders import build_candidate
 from tirbench.tuning.cli import build_parser, main
 from tirbench.tuning.database import best_schedule, open_database
 from tirbench.tuning.history import trials_done
@@ -57,7 +68,10 @@ def _samples(insts, trace):
 
 
 def _cuda(sch, wl):
-    return device_source(sch, H100, SPACE.pass_config(wl))
+    """The CUDA a candidate is built as (``DesignSpace.built_module``: the warp-specialized kernel where it drew
+    that pipeline)."""
+    mod, config = SPACE.built_module(wl, sch if isinstance(sch, tvm.IRModule) else sch.mod)
+    return device_source(mod, H100, config)
 
 
 def test_registered_with_the_hand_kernels_config_and_the_dynamic_shared_memory_limit(tmp_path):
@@ -103,36 +117,44 @@ def test_cli_refuses_fp32_in_one_line(capsys):
 
 def test_design_spaces_and_their_decisions():
     """One design each (one per searched layout: ``"swizzle128"``); each samples three perfect tiles (block
-    columns, block rows, raster) and two categorical values (stages, overlap)."""
+    columns, block rows, raster) and two categorical values (stages, overlap); the convolution's five more (the
+    pipeline, the warp-specialized kernel's ring depth, lanes, L1 gather, persistent blocks)."""
     assert LAYOUTS == ("swizzle128",)
-    for wl, count in ((GEMM, 1), (CONV, 1)):
+    for wl, extra in ((GEMM, []), (CONV, [[0, 1], list(WS_STAGES), list(WS_LANES), [0, 1], list(WS_PERSISTENT)])):
         designs = _context(wl).space_generator.generate_design_space(wl.mod)
-        assert len(designs) == count
+        assert len(designs) == 1
         for design in designs:
             kinds = [kind for kind, _ in _samples(design.trace.insts, design.trace)]
-            assert kinds == ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * 2
-            stages, overlap = (inst for inst in design.trace.insts if inst.kind.name == "SampleCategorical")
-            assert [int(c) for c in stages.attrs[0]] == list(STAGES)
-            assert [int(c) for c in overlap.attrs[0]] == [0, 1]
+            assert kinds == ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * (2 + len(extra))
+            choices = [[int(c) for c in inst.attrs[0]] for inst in design.trace.insts
+                       if inst.kind.name == "SampleCategorical"]
+            assert choices == [list(STAGES), [0, 1], *extra]
 
 
-@pytest.mark.parametrize("wl, record, count", [
-    (gemm(1024, 1024, 512, "float16"), V8_WGMMA, 9),   # not 256 x 128 rasterized by 8 (4 block rows), interleaved
-    (gemm(1000, 600, 200, "float16"), V8_WGMMA, 6),     # padded (C through shared memory); 64-column units: N = 640
-    (CONV, NHWC_WGMMA, 6),
+@pytest.mark.parametrize("wl, counts", [
+    (gemm(1024, 1024, 512, "float16"), {"v8": 9}),   # not 256 x 128 rasterized by 8 (4 block rows), interleaved
+    (gemm(1000, 600, 200, "float16"), {"v8": 6}),     # padded (C through shared memory); 64-column units: N = 640
+    (CONV, {"v8": 6, "ws": 6}),
 ], ids=["gemm", "padded gemm", "conv"])
-def test_each_seed_is_its_hand_candidate_built_with_wgmma(wl, record, count):
+def test_each_seed_is_its_hand_candidate_built_with_wgmma(wl, counts):
     """The hand candidates that fit the shape are the seeds, and each seed, postprocessed as the search does it,
-    gives its hand kernel's CUDA byte for byte."""
+    gives its hand kernel's CUDA byte for byte: v8's, or the warp-specialized TIRx kernel (TMA, mbarriers), which
+    ``tuned_kernel`` names, both as seeds."""
     ctx = _context(wl)
     pairs = seed_candidates(wl)
-    assert len(pairs) == count and len(wgmma_seeds(wl)) == count
+    assert len(pairs) == sum(counts.values()) and len(wgmma_seeds(wl)) == len(pairs)
     for params, seed in pairs:
+        record = NHWC_TMA_WS if "lanes" in params else V8_WGMMA if wl.name == "gemm" else NHWC_WGMMA
+        counts["ws" if record is NHWC_TMA_WS else "v8"] -= 1
         done = _postprocessed(ctx, seed)
         assert done is not None, params
         src = _cuda(done, wl)
         assert "wgmma.mma_async" in src
+        assert ("cp.async.bulk.tensor" in src and "mbarrier" in src) == (record is NHWC_TMA_WS)
         assert src == device_source(record.schedule(s_tir.Schedule(wl.mod), **params), H100, record.pass_config)
+        text, is_seed = tuned_kernel(wl, done)
+        assert is_seed and text.startswith("conv2d_nhwc_tma_ws(" if record is NHWC_TMA_WS else "v8: block tile")
+    assert set(counts.values()) == {0}
 
 
 def test_sampled_candidates_finish_or_are_rejected_cleanly():
@@ -182,6 +204,49 @@ def test_too_much_shared_memory_or_too_few_registers_is_rejected_not_raised():
     assert finish_wgmma(fits) and not finish_wgmma(too_deep) and not finish_wgmma(too_wide)
 
 
+def _ws(block_tile, *, stages=4, lanes=4, l1_gather=1, persistent=0):
+    """CONV's design with the warp-specialized pipeline drawn (raster 1; the stand-in's stages 2, no overlap)."""
+    (bm, bn), (m, n) = block_tile, (256, 256)
+    design = conv2d_wgmma_design(s_tir.Schedule(CONV.mod))
+    return with_decisions(CONV, design, [[n // bn, bn // 64], [m // bm, bm // 64], [m // bm, 1]],
+                          categorical=[2, 0, 1, stages, lanes, l1_gather, persistent])
+
+
+def test_the_warp_specialized_choice_follows_its_kernels_rules():
+    """A drawn warp-specialized kernel is checked by ``conv2d_nhwc_tma_ws``'s own rules (four consumers' registers
+    do not fit an SM, five 128 x 256 stages and the store staging do not fit 227 KB: rejected, not raised); one that
+    passes carries its parameters on the root block and is built as that kernel, the v8 stand-in left behind."""
+    assert not finish_wgmma(_ws((256, 64))) and not finish_wgmma(_ws((128, 256), stages=5))
+    sch = _ws((128, 256), stages=3, lanes=2, l1_gather=0, persistent=132)
+    assert finish_wgmma(sch)
+    spec = substitute_spec(sch.mod)
+    assert spec["kernel"] == "conv2d_nhwc_tma_ws" and spec["geometry"]["k"] == 256
+    params = {**spec["params"], "block_tile": tuple(spec["params"]["block_tile"])}
+    assert params == NHWC_TMA_WS.params({"block_tile": (128, 256), "stages": 3, "lanes": 2, "l1_gather": False,
+                                         "persistent_ctas": 132})
+    assert "cp.async.wait_group 0" in device_source(sch, H100, SPACE.pass_config(CONV))   # the 2-stage stand-in
+    src = _cuda(sch, CONV)
+    assert src == device_source(NHWC_TMA_WS.apply(CONV, params), H100, NHWC_TMA_WS.pass_config)
+    assert "cp.async.bulk.tensor" in src and "cp.async.ca.shared.global" not in src
+    assert tuned_kernel(CONV, sch) == (NHWC_TMA_WS.describe(params), False)   # not a hand candidate
+
+
+def test_the_builders_build_what_a_candidate_stands_for():
+    """The tuner's ``f_build`` (pickled to its workers) builds a warp-specialized candidate as the TIRx kernel and
+    any other as it is; a GEMM's candidates are left alone."""
+    f_build = pickle.loads(pickle.dumps(functools.partial(build_candidate, SPACE.as_built,
+                                                          SPACE.pass_config(CONV))))
+    ctx = _context(CONV)
+    built = {}
+    for params, seed in seed_candidates(CONV):
+        kind = "ws" if "lanes" in params else "v8"
+        if kind not in built:
+            built[kind] = f_build(_postprocessed(ctx, seed).mod, TARGET, None).imports[0].inspect_source()
+    assert "cp.async.bulk.tensor" in built["ws"] and "cp.async.bulk.tensor" not in built["v8"]
+    gemm_mod = _postprocessed(_context(GEMM), wgmma_seeds(GEMM)[0]).mod
+    assert SPACE.built_module(GEMM, gemm_mod) == (gemm_mod, dict(V8_WGMMA.pass_config))
+
+
 def test_mutators_move_tiles_and_choices_and_the_result_replays():
     ctx = _context(CONV, seed=3)
     design = ctx.space_generator.generate_design_space(CONV.mod)[0]
@@ -197,7 +262,7 @@ def test_mutators_move_tiles_and_choices_and_the_result_replays():
             sch = s_tir.Schedule(CONV.mod)
             trace.apply_to_schedule(sch, remove_postproc=True)
             _postprocessed(ctx, sch)   # passes or is rejected; does not raise
-    assert {3, 4} & moved and {0, 1, 2} & moved   # a categorical choice and a tile moved
+    assert set(range(3, 10)) & moved and {0, 1, 2} & moved   # a categorical choice and a tile moved
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -231,10 +296,10 @@ class _Runner(ms.runner.PyRunner):
         return [DoneFuture(random.uniform(1e-4, 3e-4)) for _ in runner_inputs]
 
 
-def test_metaschedule_searches_the_space_from_its_seeds(tmp_path):
+@pytest.mark.parametrize("wl", [gemm(512, 512, 256, "float16"), CONV], ids=["gemm", "conv"])
+def test_metaschedule_searches_the_space_from_its_seeds(tmp_path, wl):
     """The seeds committed first (``seed_database``), then MetaSchedule's evolutionary search (a small population)
     samples, mutates, postprocesses and builds more candidates, all with wgmma; the best record replays."""
-    wl = gemm(512, 512, 256, "float16")
     builder = _Builder(wl)
     seeds = wgmma_seeds(wl)
     n = seed_database(wl, tmp_path, seeds, space_generator=SPACE.generator(wl), target=TARGET, builder=builder,

@@ -51,6 +51,17 @@ def _stock_export(rt_mod: tvm.runtime.Module) -> str:
     return tvm.get_global_func("s_tir.meta_schedule.builder.default_export")(rt_mod)
 
 
+def build_candidate(as_built: Callable[[tvm.IRModule, dict], tuple[tvm.IRModule, dict]] | None,
+                    config: dict[str, bool], mod: tvm.IRModule, target: tvm.target.Target,
+                    params: object) -> tvm.runtime.Module:
+    """``f_build`` (bound to a space's ``as_built`` and pass config with ``functools.partial``): the candidate built
+    as its space builds it (``DesignSpace.built_module``: another kernel where it stands for one), under the suite's
+    pipeline (``build_with_config``)."""
+    if as_built is not None:
+        mod, config = as_built(mod, config)
+    return build_with_config(config, mod, target, params)
+
+
 def _build_and_export(job: tuple[BuildFn, tvm.IRModule, tvm.target.Target]) -> str:
     f_build, mod, target = job
     rt_mod = call_timed("build", f_build, mod, target, None)
@@ -88,10 +99,12 @@ def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str 
     and pass it to every ``tune`` of the same dtype and space. ``stock``: MetaSchedule's ``LocalBuilder`` (its
     constructor test-runs a pool: ~50 s with the tensor intrinsics); ``tuned``: ``PersistentBuilder``."""
     start_log()
-    config = as_space(space).pass_config(wl)
+    spec = as_space(space)
+    config = spec.pass_config(wl)
     initializer = timed("worker_init", import_tensor_intrin) if uses_tensor_cores(wl) else None
     if setup == "stock":
-        f_build = functools.partial(build_with_config, config) if config else _stock_build
+        f_build = functools.partial(build_candidate, spec.as_built, config) if config or spec.as_built else \
+            _stock_build
         return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build),
                                        f_export=timed("export", _stock_export), initializer=initializer)
-    return PersistentBuilder(functools.partial(build_with_config, config), initializer=initializer)
+    return PersistentBuilder(functools.partial(build_candidate, spec.as_built, config), initializer=initializer)

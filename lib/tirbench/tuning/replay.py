@@ -54,8 +54,8 @@ def replay(workload: Workload, space: DesignSpace | str, *, variant: str, root: 
     print(f"{where}: best of {done} trials from {work_dir.relative_to(root)}")
     measurement = None
     if gpu:
-        measurement = verify_then_time(workload, sch, variant=variant, provider="metaschedule", trials=done,
-                                       repeats=repeats, seed=seed, target=target,
-                                       pass_config=space.pass_config(workload))
+        kernel, config = space.built_module(workload, sch.mod)  # the kernel the tuner measured for this schedule
+        measurement = verify_then_time(workload, kernel, variant=variant, provider="metaschedule", trials=done,
+                                       repeats=repeats, seed=seed, target=target, pass_config=config)
         print("  " + tuner_vs_harness(work_dir, measurement))
     return Replay(space=space, work_dir=work_dir, trials=done, schedule=sch, measurement=measurement)

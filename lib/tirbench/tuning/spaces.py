@@ -29,7 +29,8 @@ from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm.simt import gemm_v5_space
-from tirbench.schedules.conv.wgmma_space import require_wgmma_workload, wgmma_pass_config, wgmma_seeds, wgmma_space
+from tirbench.schedules.conv.wgmma_space import (as_built, require_wgmma_workload, wgmma_pass_config, wgmma_seeds,
+                                                  wgmma_space)
 from tirbench.tuning.mutators import MutateCategorical
 from tirbench.tuning.postprocs import cuda_postprocs_keep_storage, wgmma_postprocs
 from tirbench.workloads.base import Workload
@@ -67,6 +68,14 @@ class DesignSpace:
     postprocs: str | Callable[[], list[ms.Postproc]] = "cuda"
     #: schedules of a workload in this space, measured and committed before the search (``tirbench.tuning.seeds``)
     seeds: Callable[[Workload], list[s_tir.Schedule]] | None = None
+    #: ``(candidate module, pass config) -> (module built, its config)``: where a candidate stands for a kernel no
+    #: schedule produces (the ``wgmma`` space's warp-specialized one), what the builders and ``replay`` build instead
+    as_built: Callable[[tvm.IRModule, dict], tuple[tvm.IRModule, dict]] | None = None
+
+    def built_module(self, wl: Workload, mod: tvm.IRModule) -> tuple[tvm.IRModule, dict]:
+        """The module a candidate ``mod`` of ``wl`` is built as, and the PassContext config it is built with."""
+        config = dict(self.pass_config(wl))
+        return self.as_built(mod, config) if self.as_built is not None else (mod, config)
 
     def require(self, wl: Workload) -> None:
         self.check(wl)
@@ -173,10 +182,12 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
                 dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
     DesignSpace(name="wgmma", description="fp16 GEMM and fp16 NHWC conv2d: the v8 wgmma kernel with its block "
-                "tile, raster, stages and overlap sampled, the search started from the hand sweep's candidates "
-                "(seeds)", check=require_wgmma_workload, schedule_fn=wgmma_space, pass_config=wgmma_pass_config,
-                db_suffix="_wgmmaspace", dynamic_shared_memory=True, mutator_probs=_tile_and_choice_mutators,
-                postprocs=wgmma_postprocs, seeds=wgmma_seeds),
+                "tile, raster, stages and overlap sampled, on the conv2d also the pipeline (v8's or v9's "
+                "warp-specialized kernel, with its ring depth, gather and persistence); the search started from the "
+                "hand sweep's candidates (seeds)", check=require_wgmma_workload, schedule_fn=wgmma_space,
+                pass_config=wgmma_pass_config, db_suffix="_wgmmaspace", dynamic_shared_memory=True,
+                mutator_probs=_tile_and_choice_mutators, postprocs=wgmma_postprocs, seeds=wgmma_seeds,
+                as_built=as_built),
 )}
 
 

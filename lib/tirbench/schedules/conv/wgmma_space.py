@@ -11,6 +11,18 @@ instead. What is sampled, per candidate:
 - the pipeline depth, ``stages`` in ``STAGES`` (``sample_categorical``);
 - ``overlap`` (``sample_categorical`` over off/on): a k tile's wgmma group keeps running while the next copies go.
 
+On the convolution, a sixth decision picks the **pipeline**: v8's (every warp loads and multiplies, the above) or
+v9's warp-specialized one (``conv.tma_ws.conv2d_nhwc_tma_ws``: a producer warpgroup gathers the im2col tiles and TMA
+brings the filter's, two consumer warpgroups only multiply), with that kernel's own choices sampled beside it: its
+ring depth (``WS_STAGES``), producer threads per im2col row (``WS_LANES``), the gather through L1 or not, and one
+block per tile or 132 persistent ones; its block tile is the sampled ``bm`` x ``bn`` (64 or 128 rows: one or two
+consumers). That kernel is written whole in TIRx, not scheduled, so no trace of schedule primitives yields it: a
+candidate that draws it is finished as a stand-in (its v8 kernel with the same block tile, 2 stages, no overlap:
+what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the layer's geometry
+and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built: the tuner's builders
+and ``tuning.replay``. What is measured, recorded and replayed is the warp-specialized kernel; the database keeps
+the trace, whose decisions say which one.
+
 The three tiles are perfect tiles, which ``MutateTileSize`` moves; the two categorical choices are moved by
 ``tirbench.tuning.mutators.MutateCategorical`` (MetaSchedule's own mutators only touch categorical samples of its
 own unroll and thread-binding patterns). ``tile_k`` stays 64 (a 128-byte swizzled row of halves), and the
@@ -32,14 +44,17 @@ kernel's CUDA, byte for byte. The tiles divide by construction: M and N are padd
 k tile, first (``tirbench.schedules.common.padding``; shapes that need none are not touched), so any m, n, k works.
 
 ``wgmma_seeds`` (``seed_candidates``) turns the hand sweep's candidates (``V8_WGMMA`` and its padded sweep,
-``NHWC_WGMMA``) into this space's traces with their decisions set, so the search is measured from where the hand
-sweep stops. ``intrinsics.wgmma.register_space_intrins`` registers every intrinsic a candidate can name
+``NHWC_WGMMA`` and, on the convolution, ``NHWC_TMA_WS``) into this space's traces with their decisions set, so the
+search is measured from where the hand sweep stops. ``intrinsics.wgmma.register_space_intrins`` registers every intrinsic a candidate can name
 (``import_tensor_intrin`` calls it, so a tuned trace replays in a fresh process); the space's k tile, N, stages and
 layouts are defined there (``SPACE_*``), below the space, for that.
 """
 from __future__ import annotations
 
+import json
+
 from tvm import s_tir
+from tvm.ir import IRModule
 
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.common.padding import Padding, pad_to_tiles
@@ -74,6 +89,22 @@ LAYOUTS = wgmma.SPACE_LAYOUTS
 #: shared tile is aligned on the tensorized store block; before tensorize its alignment would be lost).
 LAYOUT, STAGES_KEY, OVERLAP = "tirbench.wgmma_layout", "tirbench.wgmma_stages", "tirbench.wgmma_overlap"
 CROP, PADS = "tirbench.wgmma_crop", "tirbench.wgmma_pads"
+#: The convolution's pipeline: 0 v8's, 1 the warp-specialized kernel (``conv2d_nhwc_tma_ws``).
+PIPELINES = (0, 1)
+#: ... and the warp-specialized kernel's choices: ring depth, producer threads per im2col row, the gather through L1
+#: (``cp.async.ca``) or not, persistent blocks (0: one block per tile; 132: one per SM of an H100 / H200).
+WS_STAGES = (2, 3, 4, 5, 6, 7, 8)
+WS_LANES = (1, 2, 4, 8)
+WS_L1_GATHER = (0, 1)
+WS_PERSISTENT = (0, 132)
+#: Annotations on the product block for those (read and removed by ``finish_wgmma``), the layer's geometry as JSON.
+PIPELINE, WS_STAGES_KEY, WS_LANES_KEY = "tirbench.wgmma_pipeline", "tirbench.ws_stages", "tirbench.ws_lanes"
+WS_L1_KEY, WS_PERSISTENT_KEY, GEOMETRY = "tirbench.ws_l1_gather", "tirbench.ws_persistent", "tirbench.ws_geometry"
+#: The stand-in a warp-specialized candidate is finished as (v8 with its block tile): stages, overlap.
+STAND_IN = (2, False)
+#: Root-block annotation of a candidate built as another kernel (``as_built``): JSON {"kernel", "geometry",
+#: "params"}.
+SUBSTITUTE = "tirbench.substitute"
 
 
 def require_wgmma_workload(wl: Workload, *, param: str = "space='wgmma'") -> None:
@@ -94,9 +125,10 @@ def wgmma_pass_config(wl: Workload) -> dict[str, bool]:
     return dict((V8_WGMMA if wl.name == "gemm" else NHWC_WGMMA).pass_config)
 
 
-def _design(sch: s_tir.Schedule, block: str, layout: str) -> Warps:
+def _design(sch: s_tir.Schedule, block: str, layout: str, conv_geometry: dict[str, int] | None = None) -> Warps:
     """The sampled v8 kernel on the GEMM block ``block`` up to its tensor intrinsics (``finish_wgmma`` adds them);
-    returns the warps as split factors, for a caller's epilogue."""
+    with ``conv_geometry`` (a convolution's), the pipeline and the warp-specialized kernel's choices sampled too.
+    Returns the warps as split factors, for a caller's epilogue."""
     blk, *_ = gemm_block(sch, block)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype != "float16":
@@ -110,6 +142,11 @@ def _design(sch: s_tir.Schedule, block: str, layout: str) -> Warps:
     sch.annotate(tile, LAYOUT, layout)
     sch.annotate(tile, STAGES_KEY, stages)
     sch.annotate(tile, OVERLAP, overlap)
+    if conv_geometry is not None:
+        for key, choices in ((PIPELINE, PIPELINES), (WS_STAGES_KEY, WS_STAGES), (WS_LANES_KEY, WS_LANES),
+                             (WS_L1_KEY, WS_L1_GATHER), (WS_PERSISTENT_KEY, WS_PERSISTENT)):
+            sch.annotate(tile, key, sch.sample_categorical(list(choices), [1 / len(choices)] * len(choices)))
+        sch.annotate(tile, GEOMETRY, json.dumps(conv_geometry, sort_keys=True))
     if padding.through_shared:  # C's shared tile is stored by the tensorized store: left to finish_wgmma
         sch.annotate(tile, CROP, padding.output)
         sch.annotate(tile, PADS, ",".join(padding.inputs))
@@ -129,11 +166,13 @@ def gemm_wgmma_design(sch: s_tir.Schedule, *, layout: str = "swizzle128") -> s_t
 def conv2d_wgmma_design(sch: s_tir.Schedule) -> s_tir.Schedule:
     """The fp16 NHWC convolution's design: ``conv2d_nhwc_wgmma``'s implicit GEMM (channel blocks of 64 where 64
     divides C, else C) with the sampled v8 kernel (``"swizzle128"``, as there), C written out through the same
-    epilogue."""
+    epilogue, or the warp-specialized kernel (the sampled pipeline, see the module docstring)."""
     from tirbench.schedules.conv.implicit_gemm import _channel_block, _finish, conv2d_as_gemm
+    from tirbench.schedules.conv.tma_ws import conv_geometry
 
+    geometry = conv_geometry(sch, "NHWC")
     conv2d_as_gemm(sch, channel_block=_channel_block(sch, TILE_K, None))
-    warps = _design(sch, "conv", "swizzle128")
+    warps = _design(sch, "conv", "swizzle128", conv_geometry=geometry)
     return _finish(sch, warps=warps)
 
 
@@ -155,13 +194,31 @@ def _product_blocks(sch: s_tir.Schedule) -> list[str]:
     return found
 
 
+def warp_specialized_params(ann: dict, block_tile: tuple[int, int]) -> dict | None:
+    """The warp-specialized kernel's parameters (``conv2d_nhwc_tma_ws`` keywords; its defaults for the rest) where
+    the product block's annotations ``ann`` drew that pipeline, else None; a one-line ValueError where that kernel
+    refuses them (its checks on the layer: e.g. more than two consumers' registers, a ring over 227 KB)."""
+    if PIPELINE not in ann or not int(ann[PIPELINE]):
+        return None
+    from tirbench.schedules.conv.records import NHWC_TMA_WS
+    from tirbench.schedules.conv.tma_ws import _require
+
+    params = NHWC_TMA_WS.params({"block_tile": block_tile, "stages": int(ann[WS_STAGES_KEY]),
+                                 "consumers": block_tile[0] // ROWS_UNIT, "persistent_ctas": int(ann[WS_PERSISTENT_KEY]),
+                                 "lanes": int(ann[WS_LANES_KEY]), "l1_gather": bool(int(ann[WS_L1_KEY]))})
+    _require(json.loads(str(ann[GEOMETRY])), dtype="float16",
+             **{k: v for k, v in params.items() if k not in ("l1_gather",)})
+    return params
+
+
 def finish_wgmma(sch: s_tir.Schedule) -> bool:
     """The space's postprocessing step: tensorize each annotated product block (``tensorize_wgmma``) with the
     intrinsics of its sampled N and its layout, stages and overlap, and pipeline its k loop; False (the candidate
     is rejected) where the hand kernel's checks refuse the drawn combination (overlap with 2 stages, a pipeline
     over 227 KB of shared memory), where the pipeline has more stages than the k loop has tiles, where the
     accumulators leave a thread too few registers (``REGISTERS_BESIDES_ACCUMULATORS``), or where there is nothing to
-    finish."""
+    finish. A candidate that drew the warp-specialized pipeline is checked by that kernel's rules instead, finished
+    as its stand-in (``STAND_IN``) and its root block annotated with the kernel to build (``SUBSTITUTE``)."""
     names = _product_blocks(sch)
     for name in names:
         tile = sch.get_sblock(name)
@@ -172,6 +229,15 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         *_, warp, ko = sch.get_loops(tile)
         bn, tile_k = (int(sch.get(loop).extent) for loop in sch.get_loops(inner)[-2:])
         bm = 16 * int(sch.get(warp).extent)
+        try:
+            ws_params = warp_specialized_params(dict(ann), (bm, bn))
+        except ValueError:
+            return False
+        if ws_params is not None:
+            stages, overlap = STAND_IN
+            substitute = {"kernel": "conv2d_nhwc_tma_ws", "geometry": json.loads(str(ann[GEOMETRY])),
+                          "params": ws_params}
+            sch.annotate(sch.get_sblock("root"), SUBSTITUTE, json.dumps(substitute, sort_keys=True))
         if stages > int(sch.get(ko).extent):  # a pipeline deeper than the k loop: nothing to gain, odd code
             return False
         if bn // 2 + REGISTERS_BESIDES_ACCUMULATORS > min(255, REGISTERS_PER_SM // (2 * bm)):
@@ -185,7 +251,9 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         if CROP in ann:
             pads = str(ann[PADS])
             padding = Padding(tuple(pads.split(",")) if pads else (), str(ann[CROP]), through_shared=True)
-        for key in (LAYOUT, STAGES_KEY, OVERLAP) + ((CROP, PADS) if padding else ()):
+        ws_keys = (PIPELINE, WS_STAGES_KEY, WS_LANES_KEY, WS_L1_KEY, WS_PERSISTENT_KEY, GEOMETRY)
+        for key in (LAYOUT, STAGES_KEY, OVERLAP) + ((CROP, PADS) if padding else ()) + \
+                (ws_keys if PIPELINE in ann else ()):
             sch.unannotate(tile, key)
         acc, = sch.get_consumers(tile)
         tensorize_wgmma(sch, block, acc, ko, bn=bn, tile_k=tile_k, layout=layout, stages=stages, overlap=overlap,
@@ -193,6 +261,33 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         if padding:  # as gemm_v8_wgmma's, after the tensor intrinsics
             padding.finish(sch, bm // 16)
     return bool(names)
+
+
+def substitute_spec(mod: IRModule) -> dict | None:
+    """The kernel a candidate module stands for (``SUBSTITUTE``'s JSON: kernel, geometry, params), or None."""
+    mains = [func for gv, func in mod.functions.items() if gv.name_hint == "main"]
+    root = mains[0].body.block if mains and isinstance(mains[0].body, s_tir.SBlockRealize) else None
+    if root is None or SUBSTITUTE not in root.annotations:
+        return None
+    return json.loads(str(root.annotations[SUBSTITUTE]))
+
+
+def as_built(mod: IRModule, pass_config: dict[str, object]) -> tuple[IRModule, dict[str, object]]:
+    """The module a candidate of this space is built as, and its PassContext config: where the candidate drew the
+    warp-specialized pipeline (its root block annotated ``SUBSTITUTE``), ``conv2d_nhwc_tma_ws``'s TIRx kernel with
+    the drawn parameters and its record's config (the hand kernel's, byte for byte); else ``mod`` and
+    ``pass_config`` as they are."""
+    spec = substitute_spec(mod)
+    if spec is None:
+        return mod, pass_config
+    from tirbench.schedules.conv.records import NHWC_TMA_WS
+    from tirbench.schedules.conv.tma_ws import _kernel
+
+    if spec["kernel"] != "conv2d_nhwc_tma_ws":
+        raise ValueError(f"{SUBSTITUTE}: unknown kernel {spec['kernel']!r}")
+    params = dict(spec["params"])
+    params["block_tile"] = tuple(params["block_tile"])
+    return IRModule({"main": _kernel(spec["geometry"], "float16", **params)}), dict(NHWC_TMA_WS.pass_config)
 
 
 def _gemm_extents(wl: Workload) -> tuple[int, int]:
@@ -208,52 +303,112 @@ def _gemm_extents(wl: Workload) -> tuple[int, int]:
     return -(-m // ROWS_UNIT) * ROWS_UNIT, -(-n // COLUMNS.unit) * COLUMNS.unit
 
 
-def _decisions(mn: tuple[int, int], params: dict) -> tuple[list[list[int]], list[int]] | None:
+def _decisions(mn: tuple[int, int], params: dict, *, conv: bool = False) -> tuple[list[list[int]], list[int]] | None:
     """The space's decisions for a hand candidate's ``params`` (``gemm_v8_wgmma`` / ``conv2d_nhwc_wgmma``
     keywords) on a GEMM of the padded extents ``mn``: (perfect tiles in the order the design samples them,
-    categorical values), or None where the candidate is not in the space for this shape."""
+    categorical values; ``conv``: the pipeline v8's and the warp-specialized choices its defaults), or None where
+    the candidate is not in the space for this shape."""
     m, n = mn
     (bm, bn), raster, stages = params["block_tile"], params.get("raster", 1), params["stages"]
-    fits = (params.get("tile_k", TILE_K) == TILE_K and bm % ROWS_UNIT == 0 and bn % COLUMNS.unit == 0
-            and m % bm == 0 and n % bn == 0 and bm // ROWS_UNIT <= WARPS.max_units
-            and bn // COLUMNS.unit <= COLUMNS.max_units and raster <= RASTER.max_units
+    fits = (params.get("tile_k", TILE_K) == TILE_K and _tiles_fit(mn, (bm, bn)) and raster <= RASTER.max_units
             and (m // bm) % raster == 0 and stages in STAGES)
     if not fits:
         return None
     tiles = [[n // bn, bn // COLUMNS.unit], [m // bm, bm // ROWS_UNIT], [m // bm // raster, raster]]
-    return tiles, [stages, int(bool(params.get("overlap", False)))]
+    categorical = [stages, int(bool(params.get("overlap", False)))]
+    if conv:
+        from tirbench.schedules.conv.records import NHWC_TMA_WS
+
+        ws = NHWC_TMA_WS.defaults
+        categorical += [0, ws["stages"], ws["lanes"], int(ws["l1_gather"]), ws["persistent_ctas"]]
+    return tiles, categorical
+
+
+def _tiles_fit(mn: tuple[int, int], block_tile: tuple[int, int]) -> bool:
+    """Whether the design can sample ``block_tile`` on a GEMM of the padded extents ``mn``."""
+    (m, n), (bm, bn) = mn, block_tile
+    return (bm % ROWS_UNIT == 0 and bn % COLUMNS.unit == 0 and m % bm == 0 and n % bn == 0
+            and bm // ROWS_UNIT <= WARPS.max_units and bn // COLUMNS.unit <= COLUMNS.max_units)
+
+
+def _ws_decisions(mn: tuple[int, int], params: dict) -> tuple[list[list[int]], list[int]] | None:
+    """The decisions of a warp-specialized hand candidate (``NHWC_TMA_WS`` keywords): its block tile (raster 1),
+    the stand-in's stages and overlap, the pipeline and its choices; None where the space cannot draw it (A by
+    TMA, no TMA store, a value it does not sample, a block tile that does not divide)."""
+    m, n = mn
+    bm, bn = params["block_tile"]
+    fits = (_tiles_fit(mn, (bm, bn)) and params["consumers"] * ROWS_UNIT == bm and params["tma_store"]
+            and not params.get("a_by_tma", False) and params["stages"] in WS_STAGES and params["lanes"] in WS_LANES
+            and params["persistent_ctas"] in WS_PERSISTENT)
+    if not fits:
+        return None
+    tiles = [[n // bn, bn // COLUMNS.unit], [m // bm, bm // ROWS_UNIT], [m // bm, 1]]
+    return tiles, [STAND_IN[0], int(STAND_IN[1]), 1, params["stages"], params["lanes"], int(params["l1_gather"]),
+                   params["persistent_ctas"]]
 
 
 def seed_candidates(wl: Workload) -> list[tuple[dict, s_tir.Schedule]]:
-    """The hand candidates that fit ``wl``, each with its parameters (``V8_WGMMA`` / ``NHWC_WGMMA`` keywords) and as
-    this space's schedule (see the module docstring): ``V8_WGMMA``'s and its padded sweep's for the GEMM (each in its
-    layout's design), ``NHWC_WGMMA``'s for the convolution. A candidate whose tiles do not divide the (padded)
-    shape, that the space does not sample (another ``tile_k``), or whose pipeline does not fit in shared memory is
-    left out, as is a repeat."""
-    from tirbench.schedules.conv.records import NHWC_WGMMA
+    """The hand candidates that fit ``wl``, each with its parameters (its record's keywords) and as this space's
+    schedule (see the module docstring): ``V8_WGMMA``'s and its padded sweep's for the GEMM (each in its layout's
+    design), ``NHWC_WGMMA``'s and ``NHWC_TMA_WS``'s for the convolution. A candidate whose tiles do not divide the
+    (padded) shape, that the space does not sample (another ``tile_k``, A by TMA), or whose pipeline does not fit in
+    shared memory is left out, as is a repeat."""
+    from tirbench.schedules.conv.records import NHWC_TMA_WS, NHWC_WGMMA
     from tirbench.schedules.gemm.records import PADDED, V8_WGMMA
 
     require_wgmma_workload(wl)
-    if wl.name == "gemm":
-        record, extra, layouts = V8_WGMMA, PADDED[V8_WGMMA.name], LAYOUTS
+    conv = wl.name != "gemm"
+    if conv:
+        records, layouts = ((NHWC_WGMMA, NHWC_WGMMA.candidates), (NHWC_TMA_WS, NHWC_TMA_WS.candidates)), \
+            ("swizzle128",)
     else:
-        record, extra, layouts = NHWC_WGMMA, (), ("swizzle128",)
+        records, layouts = ((V8_WGMMA, (*V8_WGMMA.candidates, *PADDED[V8_WGMMA.name])),), LAYOUTS
     designs = dict(zip(layouts, wgmma_space(s_tir.Schedule(wl.mod))))
     mn = _gemm_extents(wl)
     out, seen = [], set()
-    for cand in (*record.candidates, *extra):
-        params = record.params(cand)
-        key = repr(sorted(params.items()))
-        decisions = _decisions(mn, params)
-        layout = params.get("layout", "swizzle128")
-        if key in seen or decisions is None or layout not in designs:
-            continue
-        (bm, bn), stages = params["block_tile"], params["stages"]
-        if stages * (bm + bn) * TILE_K * 2 > MAX_SHARED_BYTES:
-            continue
-        seen.add(key)
-        out.append((params, with_decisions(wl, designs[layout], decisions[0], categorical=decisions[1])))
+    for record, candidates in records:
+        for cand in candidates:
+            params = record.params(cand)
+            key = (record.name, repr(sorted(params.items())))
+            layout = params.get("layout", "swizzle128")
+            if record is NHWC_TMA_WS:
+                decisions = _ws_decisions(mn, params)
+            else:
+                decisions = _decisions(mn, params, conv=conv)
+                (bm, bn), stages = params["block_tile"], params["stages"]
+                if stages * (bm + bn) * TILE_K * 2 > MAX_SHARED_BYTES:
+                    continue
+            if key in seen or decisions is None or layout not in designs:
+                continue
+            seen.add(key)
+            out.append((params, with_decisions(wl, designs[layout], decisions[0], categorical=decisions[1])))
     return out
+
+
+def _v8_decisions(sch: s_tir.Schedule) -> list:
+    """The v8 decisions of a schedule of the space: its three tiles and the values of its stages and overlap."""
+    trace = sch.trace
+    samples = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")][:5]
+    return [[int(d) for d in trace.decisions[inst]] if inst.kind.name == "SamplePerfectTile"
+            else int(inst.attrs[0][int(trace.decisions[inst])]) for inst in samples]
+
+
+def tuned_kernel(wl: Workload, sch: s_tir.Schedule) -> tuple[str, bool]:
+    """What a tuned schedule of ``wl`` in this space builds as (one line: the warp-specialized kernel's call, or
+    v8's block tile, raster, stages and overlap) and whether that is a seed's kernel, a hand candidate, rather than
+    one the search found."""
+    from tirbench.schedules.conv.records import NHWC_TMA_WS
+
+    seeds = seed_candidates(wl)
+    spec = substitute_spec(sch.mod)
+    if spec is not None:
+        params = {**spec["params"], "block_tile": tuple(spec["params"]["block_tile"])}
+        return NHWC_TMA_WS.describe(params), any(p == params for p, _ in seeds)
+    decisions = _v8_decisions(sch)
+    (n_tiles, n_units), (m_tiles, m_units), (_, raster), stages, overlap = decisions
+    text = (f"v8: block tile {m_units * ROWS_UNIT}x{n_units * COLUMNS.unit}, raster {raster}, {stages} stages, "
+            f"overlap {'on' if overlap else 'off'}")
+    return text, any(_v8_decisions(seed) == decisions for p, seed in seeds if "lanes" not in p)
 
 
 def wgmma_seeds(wl: Workload) -> list[s_tir.Schedule]:
