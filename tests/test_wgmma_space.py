@@ -15,7 +15,7 @@ import tvm
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.conv.records import NHWC_TMA_WS, NHWC_WGMMA
-from tirbench.schedules.gemm.records import V8_WGMMA
+from tirbench.schedules.gemm.records import V8_WGMMA, V9_TMA_WS
 from tirbench.schedules.conv.wgmma_space import (
     LAYOUTS,
     STAGES,
@@ -49,6 +49,8 @@ SPACE = get_space("wgmma")
 TARGET = SPACE.target(H100)
 GEMM = gemm(256, 256, 256, "float16")
 CONV = conv2d(4, 64, 8, 8, 256, layout="NHWC", dtype="float16")   # GEMM 256 x 256 x 576
+#: A GEMM candidate's last categorical decisions with the pipeline v8's (v9's ring depth and persistence unused).
+V8_PIPELINE = [0, 4, 132]
 
 
 def _context(wl, seed=1):
@@ -117,10 +119,12 @@ def test_cli_refuses_fp32_in_one_line(capsys):
 
 def test_design_spaces_and_their_decisions():
     """One design each (one per searched layout: ``"swizzle128"``); each samples three perfect tiles (block
-    columns, block rows, raster) and two categorical values (stages, overlap); the convolution's five more (the
-    pipeline, the warp-specialized kernel's ring depth, lanes, L1 gather, persistent blocks)."""
+    columns, block rows, raster) and two categorical values (stages, overlap), then the pipeline and the
+    warp-specialized kernel's choices: ring depth and persistent blocks (v9 on the GEMM), also lanes and the L1
+    gather on the convolution."""
     assert LAYOUTS == ("swizzle128",)
-    for wl, extra in ((GEMM, []), (CONV, [[0, 1], list(WS_STAGES), list(WS_LANES), [0, 1], list(WS_PERSISTENT)])):
+    for wl, extra in ((GEMM, [[0, 1], list(WS_STAGES), list(WS_PERSISTENT)]),
+                      (CONV, [[0, 1], list(WS_STAGES), list(WS_LANES), [0, 1], list(WS_PERSISTENT)])):
         designs = _context(wl).space_generator.generate_design_space(wl.mod)
         assert len(designs) == 1
         for design in designs:
@@ -132,28 +136,30 @@ def test_design_spaces_and_their_decisions():
 
 
 @pytest.mark.parametrize("wl, counts", [
-    (gemm(1024, 1024, 512, "float16"), {"v8": 9}),   # not 256 x 128 rasterized by 8 (4 block rows), interleaved
-    (gemm(1000, 600, 200, "float16"), {"v8": 6}),     # padded (C through shared memory); 64-column units: N = 640
+    (gemm(1024, 1024, 512, "float16"), {"v8": 9, "ws": 6}),   # v8: not 256 x 128 rasterized by 8, interleaved;
+                                                              # v9: not without the TMA store
+    (gemm(1000, 600, 200, "float16"), {"v8": 6, "ws": 0}),    # padded (C through shared memory; N = 640): no v9
     (CONV, {"v8": 6, "ws": 6}),
 ], ids=["gemm", "padded gemm", "conv"])
 def test_each_seed_is_its_hand_candidate_built_with_wgmma(wl, counts):
     """The hand candidates that fit the shape are the seeds, and each seed, postprocessed as the search does it,
-    gives its hand kernel's CUDA byte for byte: v8's, or the warp-specialized TIRx kernel (TMA, mbarriers), which
-    ``tuned_kernel`` names, both as seeds."""
+    gives its hand kernel's CUDA byte for byte: v8's, or the warp-specialized TIRx kernel (v9 on the GEMM, TMA and
+    mbarriers), which ``tuned_kernel`` names, both as seeds."""
     ctx = _context(wl)
     pairs = seed_candidates(wl)
     assert len(pairs) == sum(counts.values()) and len(wgmma_seeds(wl)) == len(pairs)
     for params, seed in pairs:
-        record = NHWC_TMA_WS if "lanes" in params else V8_WGMMA if wl.name == "gemm" else NHWC_WGMMA
-        counts["ws" if record is NHWC_TMA_WS else "v8"] -= 1
+        ws = "consumers" in params
+        record = (V9_TMA_WS if ws else V8_WGMMA) if wl.name == "gemm" else (NHWC_TMA_WS if ws else NHWC_WGMMA)
+        counts["ws" if ws else "v8"] -= 1
         done = _postprocessed(ctx, seed)
         assert done is not None, params
         src = _cuda(done, wl)
         assert "wgmma.mma_async" in src
-        assert ("cp.async.bulk.tensor" in src and "mbarrier" in src) == (record is NHWC_TMA_WS)
+        assert ("cp.async.bulk.tensor" in src and "mbarrier" in src) == ws
         assert src == device_source(record.schedule(s_tir.Schedule(wl.mod), **params), H100, record.pass_config)
         text, is_seed = tuned_kernel(wl, done)
-        assert is_seed and text.startswith("conv2d_nhwc_tma_ws(" if record is NHWC_TMA_WS else "v8: block tile")
+        assert is_seed and text.startswith(f"{record.schedule.__name__}(" if ws else "v8: block tile")
     assert set(counts.values()) == {0}
 
 
@@ -181,7 +187,7 @@ def test_every_depth_builds_and_overlap_needs_three_stages(stages):
     wl = gemm(256, 256, 512, "float16")   # 8 k tiles
     design = gemm_wgmma_design(s_tir.Schedule(wl.mod))
     for overlap in (0, 1):
-        sch = with_decisions(wl, design, [[2, 2], [2, 2], [1, 2]], categorical=[stages, overlap])
+        sch = with_decisions(wl, design, [[2, 2], [2, 2], [1, 2]], categorical=[stages, overlap, *V8_PIPELINE])
         if overlap and stages < 3:
             assert not finish_wgmma(sch)
             continue
@@ -189,7 +195,7 @@ def test_every_depth_builds_and_overlap_needs_three_stages(stages):
         src = _cuda(sch, wl)
         assert "wgmma.mma_async" in src and f"cp.async.wait_group {stages - 2}" in src
     short = with_decisions(GEMM, gemm_wgmma_design(s_tir.Schedule(GEMM.mod)), [[2, 2], [2, 2], [1, 2]],
-                           categorical=[stages, 0])   # K = 256: 4 k tiles
+                           categorical=[stages, 0, *V8_PIPELINE])   # K = 256: 4 k tiles
     assert finish_wgmma(short) == (stages <= 4)
 
 
@@ -198,9 +204,9 @@ def test_too_much_shared_memory_or_too_few_registers_is_rejected_not_raised():
     accumulators (ptxas fails): the postprocessor says so, nothing raises."""
     wl = gemm(512, 512, 512, "float16")
     design = gemm_wgmma_design(s_tir.Schedule(wl.mod))
-    fits = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[4, 1])
-    too_deep = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[5, 1])
-    too_wide = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[2, 0])
+    fits = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[4, 1, *V8_PIPELINE])
+    too_deep = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[5, 1, *V8_PIPELINE])
+    too_wide = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[2, 0, *V8_PIPELINE])
     assert finish_wgmma(fits) and not finish_wgmma(too_deep) and not finish_wgmma(too_wide)
 
 
@@ -231,9 +237,27 @@ def test_the_warp_specialized_choice_follows_its_kernels_rules():
     assert tuned_kernel(CONV, sch) == (NHWC_TMA_WS.describe(params), False)   # not a hand candidate
 
 
+def test_on_the_gemm_the_warp_specialized_choice_is_v9():
+    """On the GEMM the pipeline decision draws v9 (``gemm_v9_tma_ws``) with its ring depth and persistence: built as
+    v9 byte for byte; four consumers, or a GEMM that needs padding (v9 takes only tiles that divide), rejected."""
+    wl = gemm(512, 512, 512, "float16")
+    design = gemm_wgmma_design(s_tir.Schedule(wl.mod))
+    sch = with_decisions(wl, design, [[2, 4], [4, 2], [4, 1]], categorical=[2, 0, 1, 3, 0])
+    assert finish_wgmma(sch)
+    params = V9_TMA_WS.params({"stages": 3, "persistent_ctas": 0})
+    src = _cuda(sch, wl)
+    assert src == device_source(V9_TMA_WS.apply(wl, params), H100, V9_TMA_WS.pass_config)
+    assert "cp.async.bulk.tensor" in src and tuned_kernel(wl, sch) == (V9_TMA_WS.describe(params), False)
+    four = with_decisions(wl, design, [[2, 4], [2, 4], [2, 1]], categorical=[2, 0, 1, 4, 132])
+    padded = gemm(1000, 600, 200, "float16")   # M, N, K padded to 1024, 640, 256 for v8
+    unpadded = with_decisions(padded, gemm_wgmma_design(s_tir.Schedule(padded.mod)), [[5, 2], [8, 2], [8, 1]],
+                              categorical=[2, 0, 1, 4, 132])
+    assert not finish_wgmma(four) and not finish_wgmma(unpadded)
+
+
 def test_the_builders_build_what_a_candidate_stands_for():
     """The tuner's ``f_build`` (pickled to its workers) builds a warp-specialized candidate as the TIRx kernel and
-    any other as it is; a GEMM's candidates are left alone."""
+    any other as it is (a v8 candidate of the GEMM: the same module, the same config)."""
     f_build = pickle.loads(pickle.dumps(functools.partial(build_candidate, SPACE.as_built,
                                                           SPACE.pass_config(CONV))))
     ctx = _context(CONV)

@@ -11,12 +11,13 @@ instead. What is sampled, per candidate:
 - the pipeline depth, ``stages`` in ``STAGES`` (``sample_categorical``);
 - ``overlap`` (``sample_categorical`` over off/on): a k tile's wgmma group keeps running while the next copies go.
 
-On the convolution, a sixth decision picks the **pipeline**: v8's (every warp loads and multiplies, the above) or
-v9's warp-specialized one (``conv.tma_ws.conv2d_nhwc_tma_ws``: a producer warpgroup gathers the im2col tiles and TMA
-brings the filter's, two consumer warpgroups only multiply), with that kernel's own choices sampled beside it: its
-ring depth (``WS_STAGES``), producer threads per im2col row (``WS_LANES``), the gather through L1 or not, and one
-block per tile or 132 persistent ones; its block tile is the sampled ``bm`` x ``bn`` (64 or 128 rows: one or two
-consumers). That kernel is written whole in TIRx, not scheduled, so no trace of schedule primitives yields it: a
+A sixth decision picks the **pipeline**: v8's (every warp loads and multiplies, the above) or v9's warp-specialized
+one (a producer warpgroup loads, one or two consumer warpgroups only multiply): ``gemm.tma_ws.gemm_v9_tma_ws`` on the
+GEMM (both tiles by TMA), ``conv.tma_ws.conv2d_nhwc_tma_ws`` on the convolution (the filter's tiles by TMA, the
+im2col tiles gathered by the producer's threads), with that kernel's own choices sampled beside it: its ring depth
+(``WS_STAGES``), one block per tile or 132 persistent ones, and on the convolution the producer threads per im2col
+row (``WS_LANES``) and the gather through L1 or not; its block tile is the sampled ``bm`` x ``bn`` (64 or 128 rows:
+one or two consumers). That kernel is written whole in TIRx, not scheduled, so no trace of schedule primitives yields it: a
 candidate that draws it is finished as a stand-in (its v8 kernel with the same block tile, 2 stages, no overlap:
 what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the layer's geometry
 and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built: the tuner's builders
@@ -89,7 +90,7 @@ LAYOUTS = wgmma.SPACE_LAYOUTS
 #: shared tile is aligned on the tensorized store block; before tensorize its alignment would be lost).
 LAYOUT, STAGES_KEY, OVERLAP = "tirbench.wgmma_layout", "tirbench.wgmma_stages", "tirbench.wgmma_overlap"
 CROP, PADS = "tirbench.wgmma_crop", "tirbench.wgmma_pads"
-#: The convolution's pipeline: 0 v8's, 1 the warp-specialized kernel (``conv2d_nhwc_tma_ws``).
+#: The pipeline: 0 v8's, 1 the warp-specialized kernel (``gemm_v9_tma_ws``, ``conv2d_nhwc_tma_ws``).
 PIPELINES = (0, 1)
 #: ... and the warp-specialized kernel's choices: ring depth, producer threads per im2col row, the gather through L1
 #: (``cp.async.ca``) or not, persistent blocks (0: one block per tile; 132: one per SM of an H100 / H200).
@@ -97,9 +98,18 @@ WS_STAGES = (2, 3, 4, 5, 6, 7, 8)
 WS_LANES = (1, 2, 4, 8)
 WS_L1_GATHER = (0, 1)
 WS_PERSISTENT = (0, 132)
-#: Annotations on the product block for those (read and removed by ``finish_wgmma``), the layer's geometry as JSON.
+#: Annotations on the product block for those (read and removed by ``finish_wgmma``), and the workload's geometry as
+#: JSON (a GEMM's m, n, k and C's dtype; a convolution's ``conv.tma_ws.conv_geometry``).
 PIPELINE, WS_STAGES_KEY, WS_LANES_KEY = "tirbench.wgmma_pipeline", "tirbench.ws_stages", "tirbench.ws_lanes"
 WS_L1_KEY, WS_PERSISTENT_KEY, GEOMETRY = "tirbench.ws_l1_gather", "tirbench.ws_persistent", "tirbench.ws_geometry"
+#: The warp-specialized kernels, by helper name, and the choices the design samples for each (annotation, candidates),
+#: in order, with the keyword each sets.
+GEMM_WS, CONV_WS = "gemm_v9_tma_ws", "conv2d_nhwc_tma_ws"
+WS_CHOICES = {GEMM_WS: ((WS_STAGES_KEY, WS_STAGES), (WS_PERSISTENT_KEY, WS_PERSISTENT)),
+              CONV_WS: ((WS_STAGES_KEY, WS_STAGES), (WS_LANES_KEY, WS_LANES), (WS_L1_KEY, WS_L1_GATHER),
+                        (WS_PERSISTENT_KEY, WS_PERSISTENT))}
+WS_KEYWORDS = {WS_STAGES_KEY: "stages", WS_LANES_KEY: "lanes", WS_L1_KEY: "l1_gather",
+               WS_PERSISTENT_KEY: "persistent_ctas"}
 #: The stand-in a warp-specialized candidate is finished as (v8 with its block tile): stages, overlap.
 STAND_IN = (2, False)
 #: Root-block annotation of a candidate built as another kernel (``as_built``): JSON {"kernel", "geometry",
@@ -125,10 +135,10 @@ def wgmma_pass_config(wl: Workload) -> dict[str, bool]:
     return dict((V8_WGMMA if wl.name == "gemm" else NHWC_WGMMA).pass_config)
 
 
-def _design(sch: s_tir.Schedule, block: str, layout: str, conv_geometry: dict[str, int] | None = None) -> Warps:
+def _design(sch: s_tir.Schedule, block: str, layout: str, geometry: dict | None = None) -> Warps:
     """The sampled v8 kernel on the GEMM block ``block`` up to its tensor intrinsics (``finish_wgmma`` adds them);
-    with ``conv_geometry`` (a convolution's), the pipeline and the warp-specialized kernel's choices sampled too.
-    Returns the warps as split factors, for a caller's epilogue."""
+    with the workload's ``geometry`` (``ws_kernel`` tells which kernel it is for), the pipeline and the
+    warp-specialized kernel's choices sampled too. Returns the warps as split factors, for a caller's epilogue."""
     blk, *_ = gemm_block(sch, block)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype != "float16":
@@ -142,11 +152,10 @@ def _design(sch: s_tir.Schedule, block: str, layout: str, conv_geometry: dict[st
     sch.annotate(tile, LAYOUT, layout)
     sch.annotate(tile, STAGES_KEY, stages)
     sch.annotate(tile, OVERLAP, overlap)
-    if conv_geometry is not None:
-        for key, choices in ((PIPELINE, PIPELINES), (WS_STAGES_KEY, WS_STAGES), (WS_LANES_KEY, WS_LANES),
-                             (WS_L1_KEY, WS_L1_GATHER), (WS_PERSISTENT_KEY, WS_PERSISTENT)):
+    if geometry is not None:
+        for key, choices in ((PIPELINE, PIPELINES), *WS_CHOICES[ws_kernel(geometry)]):
             sch.annotate(tile, key, sch.sample_categorical(list(choices), [1 / len(choices)] * len(choices)))
-        sch.annotate(tile, GEOMETRY, json.dumps(conv_geometry, sort_keys=True))
+        sch.annotate(tile, GEOMETRY, json.dumps(geometry, sort_keys=True))
     if padding.through_shared:  # C's shared tile is stored by the tensorized store: left to finish_wgmma
         sch.annotate(tile, CROP, padding.output)
         sch.annotate(tile, PADS, ",".join(padding.inputs))
@@ -159,7 +168,9 @@ def gemm_wgmma_design(sch: s_tir.Schedule, *, layout: str = "swizzle128") -> s_t
     """The fp16 GEMM's design in one shared-memory ``layout`` (see the module docstring)."""
     if layout not in wgmma.LAYOUTS:
         raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma.LAYOUTS))}")
-    _design(sch, "C", layout)
+    _, m, n, k = gemm_block(sch, "C")
+    out_dtype = str(sch.mod["main"].params[-1].dtype)  # C, the last parameter
+    _design(sch, "C", layout, geometry={"m": m, "n": n, "k": k, "out_dtype": out_dtype})
     return sch
 
 
@@ -172,7 +183,7 @@ def conv2d_wgmma_design(sch: s_tir.Schedule) -> s_tir.Schedule:
 
     geometry = conv_geometry(sch, "NHWC")
     conv2d_as_gemm(sch, channel_block=_channel_block(sch, TILE_K, None))
-    warps = _design(sch, "conv", "swizzle128", conv_geometry=geometry)
+    warps = _design(sch, "conv", "swizzle128", geometry=geometry)
     return _finish(sch, warps=warps)
 
 
@@ -194,20 +205,64 @@ def _product_blocks(sch: s_tir.Schedule) -> list[str]:
     return found
 
 
+def ws_kernel(geometry: dict) -> str:
+    """The warp-specialized kernel for a workload's ``geometry``: v9 on a GEMM (it has an ``m``), else the
+    convolution's."""
+    return GEMM_WS if "m" in geometry else CONV_WS
+
+
+def _ws_record(kernel: str):
+    """The hand kernel's record (its defaults, candidates and pass config)."""
+    from tirbench.schedules.conv.records import NHWC_TMA_WS
+    from tirbench.schedules.gemm.records import V9_TMA_WS
+
+    return {GEMM_WS: V9_TMA_WS, CONV_WS: NHWC_TMA_WS}[kernel]
+
+
+def require_ws(kernel: str, geometry: dict, params: dict) -> None:
+    """The kernel's own one-line checks of ``params`` on the workload of ``geometry`` (``require_v9``; the
+    convolution's adds its own)."""
+    if kernel == GEMM_WS:
+        from tirbench.schedules.gemm.tma_ws import require_v9
+
+        require_v9(geometry["m"], geometry["n"], geometry["k"], "float16",
+                   **{key: params[key] for key in ("block_tile", "stages", "consumers", "persistent_ctas", "tma_store")})
+    else:
+        from tirbench.schedules.conv.tma_ws import _require
+
+        _require(geometry, dtype="float16", **{key: v for key, v in params.items() if key != "l1_gather"})
+
+
+def ws_module(kernel: str, geometry: dict, params: dict) -> IRModule:
+    """The TIRx kernel ``kernel`` with ``params`` for the workload of ``geometry``, as its helper builds it."""
+    params = {**params, "block_tile": tuple(params["block_tile"])}
+    if kernel == GEMM_WS:
+        from tirbench.schedules.gemm.tma_ws import _kernel
+
+        func = _kernel(geometry["m"], geometry["n"], geometry["k"], out_dtype=geometry["out_dtype"], **params)
+    elif kernel == CONV_WS:
+        from tirbench.schedules.conv.tma_ws import _kernel
+
+        func = _kernel(geometry, "float16", **params)
+    else:
+        raise ValueError(f"{SUBSTITUTE}: unknown kernel {kernel!r}")
+    return IRModule({"main": func})
+
+
 def warp_specialized_params(ann: dict, block_tile: tuple[int, int]) -> dict | None:
-    """The warp-specialized kernel's parameters (``conv2d_nhwc_tma_ws`` keywords; its defaults for the rest) where
-    the product block's annotations ``ann`` drew that pipeline, else None; a one-line ValueError where that kernel
-    refuses them (its checks on the layer: e.g. more than two consumers' registers, a ring over 227 KB)."""
+    """The warp-specialized kernel's parameters (its helper's keywords; its defaults for the rest) where the product
+    block's annotations ``ann`` drew that pipeline, else None; a one-line ValueError where that kernel refuses them
+    (its checks on the workload: e.g. more than two consumers' registers, a ring over 227 KB, tiles that do not
+    divide an unpadded GEMM)."""
     if PIPELINE not in ann or not int(ann[PIPELINE]):
         return None
-    from tirbench.schedules.conv.records import NHWC_TMA_WS
-    from tirbench.schedules.conv.tma_ws import _require
-
-    params = NHWC_TMA_WS.params({"block_tile": block_tile, "stages": int(ann[WS_STAGES_KEY]),
-                                 "consumers": block_tile[0] // ROWS_UNIT, "persistent_ctas": int(ann[WS_PERSISTENT_KEY]),
-                                 "lanes": int(ann[WS_LANES_KEY]), "l1_gather": bool(int(ann[WS_L1_KEY]))})
-    _require(json.loads(str(ann[GEOMETRY])), dtype="float16",
-             **{k: v for k, v in params.items() if k not in ("l1_gather",)})
+    geometry = json.loads(str(ann[GEOMETRY]))
+    kernel = ws_kernel(geometry)
+    drawn = {WS_KEYWORDS[key]: int(ann[key]) for key, _ in WS_CHOICES[kernel]}
+    if "l1_gather" in drawn:
+        drawn["l1_gather"] = bool(drawn["l1_gather"])
+    params = _ws_record(kernel).params({"block_tile": block_tile, "consumers": block_tile[0] // ROWS_UNIT, **drawn})
+    require_ws(kernel, geometry, params)
     return params
 
 
@@ -235,8 +290,8 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
             return False
         if ws_params is not None:
             stages, overlap = STAND_IN
-            substitute = {"kernel": "conv2d_nhwc_tma_ws", "geometry": json.loads(str(ann[GEOMETRY])),
-                          "params": ws_params}
+            geometry = json.loads(str(ann[GEOMETRY]))
+            substitute = {"kernel": ws_kernel(geometry), "geometry": geometry, "params": ws_params}
             sch.annotate(sch.get_sblock("root"), SUBSTITUTE, json.dumps(substitute, sort_keys=True))
         if stages > int(sch.get(ko).extent):  # a pipeline deeper than the k loop: nothing to gain, odd code
             return False
@@ -251,9 +306,8 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         if CROP in ann:
             pads = str(ann[PADS])
             padding = Padding(tuple(pads.split(",")) if pads else (), str(ann[CROP]), through_shared=True)
-        ws_keys = (PIPELINE, WS_STAGES_KEY, WS_LANES_KEY, WS_L1_KEY, WS_PERSISTENT_KEY, GEOMETRY)
-        for key in (LAYOUT, STAGES_KEY, OVERLAP) + ((CROP, PADS) if padding else ()) + \
-                (ws_keys if PIPELINE in ann else ()):
+        ws_keys = tuple(key for key in (PIPELINE, *WS_KEYWORDS, GEOMETRY) if key in ann)
+        for key in (LAYOUT, STAGES_KEY, OVERLAP) + ((CROP, PADS) if padding else ()) + ws_keys:
             sch.unannotate(tile, key)
         acc, = sch.get_consumers(tile)
         tensorize_wgmma(sch, block, acc, ko, bn=bn, tile_k=tile_k, layout=layout, stages=stages, overlap=overlap,
@@ -274,20 +328,13 @@ def substitute_spec(mod: IRModule) -> dict | None:
 
 def as_built(mod: IRModule, pass_config: dict[str, object]) -> tuple[IRModule, dict[str, object]]:
     """The module a candidate of this space is built as, and its PassContext config: where the candidate drew the
-    warp-specialized pipeline (its root block annotated ``SUBSTITUTE``), ``conv2d_nhwc_tma_ws``'s TIRx kernel with
-    the drawn parameters and its record's config (the hand kernel's, byte for byte); else ``mod`` and
-    ``pass_config`` as they are."""
+    warp-specialized pipeline (its root block annotated ``SUBSTITUTE``), that TIRx kernel with the drawn parameters
+    and its record's config (the hand kernel's, byte for byte: ``ws_module``); else ``mod`` and ``pass_config`` as
+    they are."""
     spec = substitute_spec(mod)
     if spec is None:
         return mod, pass_config
-    from tirbench.schedules.conv.records import NHWC_TMA_WS
-    from tirbench.schedules.conv.tma_ws import _kernel
-
-    if spec["kernel"] != "conv2d_nhwc_tma_ws":
-        raise ValueError(f"{SUBSTITUTE}: unknown kernel {spec['kernel']!r}")
-    params = dict(spec["params"])
-    params["block_tile"] = tuple(params["block_tile"])
-    return IRModule({"main": _kernel(spec["geometry"], "float16", **params)}), dict(NHWC_TMA_WS.pass_config)
+    return ws_module(spec["kernel"], spec["geometry"], spec["params"]), dict(_ws_record(spec["kernel"]).pass_config)
 
 
 def _gemm_extents(wl: Workload) -> tuple[int, int]:
@@ -303,11 +350,27 @@ def _gemm_extents(wl: Workload) -> tuple[int, int]:
     return -(-m // ROWS_UNIT) * ROWS_UNIT, -(-n // COLUMNS.unit) * COLUMNS.unit
 
 
-def _decisions(mn: tuple[int, int], params: dict, *, conv: bool = False) -> tuple[list[list[int]], list[int]] | None:
-    """The space's decisions for a hand candidate's ``params`` (``gemm_v8_wgmma`` / ``conv2d_nhwc_wgmma``
+def _geometry(wl: Workload) -> dict:
+    """The geometry the design annotates for ``wl``'s warp-specialized kernel (see ``GEOMETRY``)."""
+    sch = s_tir.Schedule(wl.mod)
+    if has_block(sch, "conv"):
+        from tirbench.schedules.conv.tma_ws import conv_geometry
+
+        return conv_geometry(sch, "NHWC")
+    _, m, n, k = gemm_block(sch, "C")
+    return {"m": m, "n": n, "k": k, "out_dtype": str(wl.mod["main"].params[-1].dtype)}
+
+
+def _ws_values(kernel: str, params: dict) -> list[int]:
+    """The values of the warp-specialized choices (``WS_CHOICES``) that ``params`` make, in the design's order."""
+    return [int(params[WS_KEYWORDS[key]]) for key, _ in WS_CHOICES[kernel]]
+
+
+def _decisions(mn: tuple[int, int], params: dict, kernel: str) -> tuple[list[list[int]], list[int]] | None:
+    """The space's decisions for a v8 hand candidate's ``params`` (``gemm_v8_wgmma`` / ``conv2d_nhwc_wgmma``
     keywords) on a GEMM of the padded extents ``mn``: (perfect tiles in the order the design samples them,
-    categorical values; ``conv``: the pipeline v8's and the warp-specialized choices its defaults), or None where
-    the candidate is not in the space for this shape."""
+    categorical values: v8's, the pipeline v8's, the warp-specialized ``kernel``'s choices at its defaults), or None
+    where the candidate is not in the space for this shape."""
     m, n = mn
     (bm, bn), raster, stages = params["block_tile"], params.get("raster", 1), params["stages"]
     fits = (params.get("tile_k", TILE_K) == TILE_K and _tiles_fit(mn, (bm, bn)) and raster <= RASTER.max_units
@@ -315,13 +378,8 @@ def _decisions(mn: tuple[int, int], params: dict, *, conv: bool = False) -> tupl
     if not fits:
         return None
     tiles = [[n // bn, bn // COLUMNS.unit], [m // bm, bm // ROWS_UNIT], [m // bm // raster, raster]]
-    categorical = [stages, int(bool(params.get("overlap", False)))]
-    if conv:
-        from tirbench.schedules.conv.records import NHWC_TMA_WS
-
-        ws = NHWC_TMA_WS.defaults
-        categorical += [0, ws["stages"], ws["lanes"], int(ws["l1_gather"]), ws["persistent_ctas"]]
-    return tiles, categorical
+    return tiles, [stages, int(bool(params.get("overlap", False))), 0,
+                   *_ws_values(kernel, _ws_record(kernel).defaults)]
 
 
 def _tiles_fit(mn: tuple[int, int], block_tile: tuple[int, int]) -> bool:
@@ -331,50 +389,56 @@ def _tiles_fit(mn: tuple[int, int], block_tile: tuple[int, int]) -> bool:
             and bm // ROWS_UNIT <= WARPS.max_units and bn // COLUMNS.unit <= COLUMNS.max_units)
 
 
-def _ws_decisions(mn: tuple[int, int], params: dict) -> tuple[list[list[int]], list[int]] | None:
-    """The decisions of a warp-specialized hand candidate (``NHWC_TMA_WS`` keywords): its block tile (raster 1),
-    the stand-in's stages and overlap, the pipeline and its choices; None where the space cannot draw it (A by
-    TMA, no TMA store, a value it does not sample, a block tile that does not divide)."""
+def _ws_decisions(mn: tuple[int, int], params: dict, kernel: str,
+                  geometry: dict) -> tuple[list[list[int]], list[int]] | None:
+    """The decisions of a warp-specialized hand candidate (``kernel``'s keywords): its block tile (raster 1), the
+    stand-in's stages and overlap, the pipeline and its choices; None where the space cannot draw it (A by TMA, no
+    TMA store, a value it does not sample, a block tile that does not divide) or the kernel refuses it."""
     m, n = mn
     bm, bn = params["block_tile"]
+    values = _ws_values(kernel, params)
     fits = (_tiles_fit(mn, (bm, bn)) and params["consumers"] * ROWS_UNIT == bm and params["tma_store"]
-            and not params.get("a_by_tma", False) and params["stages"] in WS_STAGES and params["lanes"] in WS_LANES
-            and params["persistent_ctas"] in WS_PERSISTENT)
+            and not params.get("a_by_tma", False)
+            and all(value in choices for value, (_, choices) in zip(values, WS_CHOICES[kernel])))
+    try:
+        require_ws(kernel, geometry, params)
+    except ValueError:
+        fits = False
     if not fits:
         return None
     tiles = [[n // bn, bn // COLUMNS.unit], [m // bm, bm // ROWS_UNIT], [m // bm, 1]]
-    return tiles, [STAND_IN[0], int(STAND_IN[1]), 1, params["stages"], params["lanes"], int(params["l1_gather"]),
-                   params["persistent_ctas"]]
+    return tiles, [STAND_IN[0], int(STAND_IN[1]), 1, *values]
 
 
 def seed_candidates(wl: Workload) -> list[tuple[dict, s_tir.Schedule]]:
     """The hand candidates that fit ``wl``, each with its parameters (its record's keywords) and as this space's
-    schedule (see the module docstring): ``V8_WGMMA``'s and its padded sweep's for the GEMM (each in its layout's
-    design), ``NHWC_WGMMA``'s and ``NHWC_TMA_WS``'s for the convolution. A candidate whose tiles do not divide the
-    (padded) shape, that the space does not sample (another ``tile_k``, A by TMA), or whose pipeline does not fit in
-    shared memory is left out, as is a repeat."""
-    from tirbench.schedules.conv.records import NHWC_TMA_WS, NHWC_WGMMA
+    schedule (see the module docstring): ``V8_WGMMA``'s and its padded sweep's and ``V9_TMA_WS``'s for the GEMM,
+    ``NHWC_WGMMA``'s and ``NHWC_TMA_WS``'s for the convolution. A candidate whose tiles do not divide the (padded)
+    shape, that the space does not sample (another ``tile_k``, A by TMA, no TMA store), that its kernel refuses, or
+    whose pipeline does not fit in shared memory is left out, as is a repeat."""
+    from tirbench.schedules.conv.records import NHWC_WGMMA
     from tirbench.schedules.gemm.records import PADDED, V8_WGMMA
 
     require_wgmma_workload(wl)
-    conv = wl.name != "gemm"
-    if conv:
-        records, layouts = ((NHWC_WGMMA, NHWC_WGMMA.candidates), (NHWC_TMA_WS, NHWC_TMA_WS.candidates)), \
-            ("swizzle128",)
+    geometry = _geometry(wl)
+    kernel = ws_kernel(geometry)
+    ws = _ws_record(kernel)
+    if kernel == CONV_WS:
+        v8, v8_candidates, layouts = NHWC_WGMMA, NHWC_WGMMA.candidates, ("swizzle128",)
     else:
-        records, layouts = ((V8_WGMMA, (*V8_WGMMA.candidates, *PADDED[V8_WGMMA.name])),), LAYOUTS
+        v8, v8_candidates, layouts = V8_WGMMA, (*V8_WGMMA.candidates, *PADDED[V8_WGMMA.name]), LAYOUTS
     designs = dict(zip(layouts, wgmma_space(s_tir.Schedule(wl.mod))))
     mn = _gemm_extents(wl)
     out, seen = [], set()
-    for record, candidates in records:
+    for record, candidates in ((v8, v8_candidates), (ws, ws.candidates)):
         for cand in candidates:
             params = record.params(cand)
             key = (record.name, repr(sorted(params.items())))
             layout = params.get("layout", "swizzle128")
-            if record is NHWC_TMA_WS:
-                decisions = _ws_decisions(mn, params)
+            if record is ws:
+                decisions = _ws_decisions(mn, params, kernel, geometry)
             else:
-                decisions = _decisions(mn, params, conv=conv)
+                decisions = _decisions(mn, params, kernel)
                 (bm, bn), stages = params["block_tile"], params["stages"]
                 if stages * (bm + bn) * TILE_K * 2 > MAX_SHARED_BYTES:
                     continue
@@ -397,18 +461,16 @@ def tuned_kernel(wl: Workload, sch: s_tir.Schedule) -> tuple[str, bool]:
     """What a tuned schedule of ``wl`` in this space builds as (one line: the warp-specialized kernel's call, or
     v8's block tile, raster, stages and overlap) and whether that is a seed's kernel, a hand candidate, rather than
     one the search found."""
-    from tirbench.schedules.conv.records import NHWC_TMA_WS
-
     seeds = seed_candidates(wl)
     spec = substitute_spec(sch.mod)
     if spec is not None:
         params = {**spec["params"], "block_tile": tuple(spec["params"]["block_tile"])}
-        return NHWC_TMA_WS.describe(params), any(p == params for p, _ in seeds)
+        return _ws_record(spec["kernel"]).describe(params), any(p == params for p, _ in seeds)
     decisions = _v8_decisions(sch)
     (n_tiles, n_units), (m_tiles, m_units), (_, raster), stages, overlap = decisions
     text = (f"v8: block tile {m_units * ROWS_UNIT}x{n_units * COLUMNS.unit}, raster {raster}, {stages} stages, "
             f"overlap {'on' if overlap else 'off'}")
-    return text, any(_v8_decisions(seed) == decisions for p, seed in seeds if "lanes" not in p)
+    return text, any(_v8_decisions(seed) == decisions for p, seed in seeds if "consumers" not in p)
 
 
 def wgmma_seeds(wl: Workload) -> list[s_tir.Schedule]:

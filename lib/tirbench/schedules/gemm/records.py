@@ -88,12 +88,14 @@ V8_WGMMA = KernelRecord(
         {"block_tile": (64, 128), "stages": 4, "overlap": True},
         {"block_tile": (128, 64), "stages": 4, "overlap": True},
     ))
-#: v9's sweep: 128x256 with two consumer warpgroups (persistent or not) for large GEMMs; at 1024^3 smaller tiles,
-#: whose 64-128 blocks fill more of the 132 SMs (an exploration on the H100: 128x64 with 6 stages 0.93x cuBLAS).
+#: v9's sweep: the defaults (128x256 with two consumer warpgroups, persistent, the TMA store) and variations of them
+#: for large GEMMs; at 1024^3 smaller tiles, whose 64-128 blocks fill more of the 132 SMs (an exploration on the
+#: H100: 128x64 with 6 stages 0.93x cuBLAS).
 V9_TMA_WS = KernelRecord(
     "v9_tma_ws", gemm_v9_tma_ws,
     {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "tma_store": True}, FP16_GEMM_ANY_C,
     candidates=(
+        {},
         {"tma_store": False},
         {"persistent_ctas": 0},
         {"stages": 3},
