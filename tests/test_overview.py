@@ -57,6 +57,20 @@ def test_summary_takes_the_latest_run_per_gpu_and_never_mixes_gpus(root):
                                                                          "unit"]
 
 
+def test_a_run_of_part_of_a_notebook_leaves_the_latest_rows_of_the_rest(root):
+    """A later run that measured only the fp16 GEMM: the fp32 GEMM is still read from run "new", the fp16 one from
+    the later run, each with its vendor from the same run."""
+    append_rows(root / "results" / "03_gemm" / "results.csv", [
+        gemm_row("fp16 only", 23, H100, "v9", "tvm", 700000.0, dtype="float16"),
+        gemm_row("fp16 only", 23, H100, "cublas_float16", "cublas", 740000.0, dtype="float16")])
+    rows = overview.latest_per_gpu(overview.load_results(root))
+    h100 = rows[rows["gpu"] == H100]
+    assert set(zip(h100["run_id"], h100["dtype"])) == {("new", "float32"), ("fp16 only", "float16")}
+    s = overview.summary(rows).set_index(["gpu", "dtype"])
+    assert s.loc[(H100, "float32"), "hand_rate"] == 45000.0
+    assert s.loc[(H100, "float16"), "hand / vendor"] == pytest.approx(700 / 740)
+
+
 def test_roofline_has_the_roofs_and_a_marker_per_kernel(root):
     s = overview.summary(overview.load_results(root))
     fig = overview.roofline(s, H100, caption="test")

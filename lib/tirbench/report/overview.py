@@ -1,8 +1,8 @@
-"""What notebook 00 shows, from the recorded files only (it measures nothing): every notebook's latest run per GPU
-summarised per workload and shape, a roofline per GPU, the tuning curves of every MetaSchedule database, and the
+"""What notebook 00 shows, from the recorded files only (it measures nothing): every notebook's latest results per
+GPU (each workload shape and dtype from the latest run that measured it) summarised per workload and shape, a roofline per GPU, the tuning curves of every MetaSchedule database, and the
 tuning throughput (trials per minute by setup and number of GPUs).
 
-Rows of different GPUs are never compared with each other: each GPU has its own latest run of each notebook, its own
+Rows of different GPUs are never compared with each other: each GPU has its own latest runs of each notebook, its own
 table rows, ratios and roofline. A kernel doing under ``STREAMING_BELOW`` FLOP per byte is rated in GB/s (against the
 HBM roof), any other in GFLOP/s (against the roofline at its arithmetic intensity: the HBM slope or the compute roof
 of its dtype, whichever is lower).
@@ -42,12 +42,19 @@ def load_results(root: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+#: What a "latest run" is the latest of: a notebook's workload shape in one dtype on one GPU.
+LATEST_KEYS = ["notebook", "gpu", "workload", "shape", "dtype"]
+
+
 def latest_per_gpu(df: pd.DataFrame) -> pd.DataFrame:
-    """For each notebook and GPU, the rows of its latest run (by timestamp)."""
+    """For each notebook, GPU, workload shape and dtype, the rows of the latest run (by timestamp) that measured it:
+    a run of part of a notebook (notebook 08's int8 configuration alone) leaves the latest rows of the rest in place,
+    and TVM and the vendor are still read from one run."""
     if df.empty:
         return df
-    last = df.sort_values("timestamp").groupby(["notebook", "gpu"])["run_id"].last()
-    return df[df["run_id"].isin(set(last))].reset_index(drop=True)
+    last = df.sort_values("timestamp").groupby(LATEST_KEYS)["run_id"].last().rename("latest_run").reset_index()
+    latest = df.merge(last, on=LATEST_KEYS, how="left")["latest_run"].to_numpy()
+    return df[df["run_id"].to_numpy() == latest].reset_index(drop=True)
 
 
 def gpu_key(gpu: str) -> str:
@@ -73,7 +80,7 @@ def percent_of_peak(peak: Peak | None, dtype: str, intensity: float, gflops: flo
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU and (notebook, workload, shape, dtype) of the latest runs: the fastest hand schedule, MetaSchedule
+    """Per GPU and (notebook, workload, shape, dtype) of its latest run: the fastest hand schedule, MetaSchedule
     kernel and vendor kernel with their rates, the ratios to the vendor and the best TVM kernel's % of peak."""
     if df.empty:
         return pd.DataFrame()
