@@ -24,7 +24,7 @@ and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candid
 and ``tuning.replay``. What is measured, recorded and replayed is the warp-specialized kernel; the database keeps
 the trace, whose decisions say which one.
 
-The three tiles are perfect tiles, which ``MutateTileSize`` moves; the two categorical choices are moved by
+The three tiles are perfect tiles, which ``MutateTileSize`` moves; the categorical choices are moved by
 ``tirbench.tuning.mutators.MutateCategorical`` (MetaSchedule's own mutators only touch categorical samples of its
 own unroll and thread-binding patterns). ``tile_k`` stays 64 (a 128-byte swizzled row of halves), and the
 shared-memory layout would be one design space each (it is a different program, its ``transform_layout`` and copy
@@ -44,11 +44,12 @@ does not fit: nothing raises in the tuner. A candidate whose decisions are a han
 kernel's CUDA, byte for byte. The tiles divide by construction: M and N are padded up to multiples of 64, K to the
 k tile, first (``tirbench.schedules.common.padding``; shapes that need none are not touched), so any m, n, k works.
 
-``wgmma_seeds`` (``seed_candidates``) turns the hand sweep's candidates (``V8_WGMMA`` and its padded sweep,
-``NHWC_WGMMA`` and, on the convolution, ``NHWC_TMA_WS``) into this space's traces with their decisions set, so the
-search is measured from where the hand sweep stops. ``intrinsics.wgmma.register_space_intrins`` registers every intrinsic a candidate can name
-(``import_tensor_intrin`` calls it, so a tuned trace replays in a fresh process); the space's k tile, N, stages and
-layouts are defined there (``SPACE_*``), below the space, for that.
+``wgmma_seeds`` (``seed_candidates``) turns the hand sweep's candidates (``V8_WGMMA`` and its padded sweep and
+``V9_TMA_WS`` on the GEMM, ``NHWC_WGMMA`` and ``NHWC_TMA_WS`` on the convolution) into this space's traces with their
+decisions set, so the search is measured from where the hand sweep stops; ``tuned_kernel`` says what a tuned schedule
+builds as and whether that is a seed's kernel. ``intrinsics.wgmma.register_space_intrins`` registers every
+intrinsic a candidate can name (``import_tensor_intrin`` calls it, so a tuned trace replays in a fresh process); the
+space's k tile, N, stages and layouts are defined there (``SPACE_*``), below the space, for that.
 """
 from __future__ import annotations
 
