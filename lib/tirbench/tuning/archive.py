@@ -23,7 +23,7 @@ from tirbench.tuning.database import DATABASE_FILES, RECORD_FILE, record_lines, 
 from tirbench.tuning.history import HISTORY_FILE, Trial, history_trials, sync_history, trials_done, write_history
 
 #: Records kept per database in git.
-KEEP = 8
+KEEP = 4
 #: The archive of the full databases, under the project root.
 ARCHIVE = Path("results") / "tuning" / "databases.tar.xz"
 #: The files of a database the archive holds.
