@@ -19,17 +19,14 @@ from tirbench.schedules.gemm.records import V8_WGMMA, V9_TMA_WS
 from tirbench.schedules.conv.wgmma_space import (
     LAYOUTS,
     STAGES,
-    WS_LANES,
-    WS_PERSISTENT,
-    WS_STAGES,
     conv2d_wgmma_design,
     finish_wgmma,
     gemm_wgmma_design,
     seed_candidates,
-    substitute_spec,
     tuned_kernel,
     wgmma_seeds,
 )
+from tirbench.schedules.conv.ws_kernels import WS_LANES, WS_PERSISTENT, WS_STAGES, substitute_spec
 from tirbench.tuning.builders import build_candidate
 from tirbench.tuning.cli import build_parser, main
 from tirbench.tuning.database import best_schedule, open_database

@@ -19,9 +19,9 @@ im2col tiles gathered by the producer's threads), with that kernel's own choices
 row (``WS_LANES``) and the gather through L1 or not; its block tile is the sampled ``bm`` x ``bn`` (64 or 128 rows:
 one or two consumers). That kernel is written whole in TIRx, not scheduled, so no trace of schedule primitives yields it: a
 candidate that draws it is finished as a stand-in (its v8 kernel with the same block tile, 2 stages, no overlap:
-what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the layer's geometry
-and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built: the tuner's builders
-and ``tuning.replay``. What is measured, recorded and replayed is the warp-specialized kernel; the database keeps
+what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the workload's
+geometry and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built: the tuner's
+builders and ``tuning.replay`` (both, and the kernels' choices, checks and builders, in ``conv.ws_kernels``). What is measured, recorded and replayed is the warp-specialized kernel; the database keeps
 the trace, whose decisions say which one.
 
 The three tiles are perfect tiles, which ``MutateTileSize`` moves; the categorical choices are moved by
@@ -56,9 +56,10 @@ from __future__ import annotations
 import json
 
 from tvm import s_tir
-from tvm.ir import IRModule
 
 from tirbench.schedules.common.decisions import with_decisions
+from tirbench.schedules.conv.ws_kernels import (CONV_WS, GEOMETRY, PIPELINE, PIPELINES, SUBSTITUTE, WS_CHOICES,
+                                                WS_KEYWORDS, require_ws, substitute_spec, ws_kernel, ws_record)
 from tirbench.schedules.common.padding import Padding, pad_to_tiles
 from tirbench.schedules.common.tiling import (MAX_SHARED_BYTES, REGISTERS_PER_SM, SampledTile, Warps, gemm_block,
                                               has_block)
@@ -91,31 +92,8 @@ LAYOUTS = wgmma.SPACE_LAYOUTS
 #: shared tile is aligned on the tensorized store block; before tensorize its alignment would be lost).
 LAYOUT, STAGES_KEY, OVERLAP = "tirbench.wgmma_layout", "tirbench.wgmma_stages", "tirbench.wgmma_overlap"
 CROP, PADS = "tirbench.wgmma_crop", "tirbench.wgmma_pads"
-#: The pipeline: 0 v8's, 1 the warp-specialized kernel (``gemm_v9_tma_ws``, ``conv2d_nhwc_tma_ws``).
-PIPELINES = (0, 1)
-#: ... and the warp-specialized kernel's choices: ring depth, producer threads per im2col row, the gather through L1
-#: (``cp.async.ca``) or not, persistent blocks (0: one block per tile; 132: one per SM of an H100 / H200).
-WS_STAGES = (2, 3, 4, 5, 6, 7, 8)
-WS_LANES = (1, 2, 4, 8)
-WS_L1_GATHER = (0, 1)
-WS_PERSISTENT = (0, 132)
-#: Annotations on the product block for those (read and removed by ``finish_wgmma``), and the workload's geometry as
-#: JSON (a GEMM's m, n, k and C's dtype; a convolution's ``conv.tma_ws.conv_geometry``).
-PIPELINE, WS_STAGES_KEY, WS_LANES_KEY = "tirbench.wgmma_pipeline", "tirbench.ws_stages", "tirbench.ws_lanes"
-WS_L1_KEY, WS_PERSISTENT_KEY, GEOMETRY = "tirbench.ws_l1_gather", "tirbench.ws_persistent", "tirbench.ws_geometry"
-#: The warp-specialized kernels, by helper name, and the choices the design samples for each (annotation, candidates),
-#: in order, with the keyword each sets.
-GEMM_WS, CONV_WS = "gemm_v9_tma_ws", "conv2d_nhwc_tma_ws"
-WS_CHOICES = {GEMM_WS: ((WS_STAGES_KEY, WS_STAGES), (WS_PERSISTENT_KEY, WS_PERSISTENT)),
-              CONV_WS: ((WS_STAGES_KEY, WS_STAGES), (WS_LANES_KEY, WS_LANES), (WS_L1_KEY, WS_L1_GATHER),
-                        (WS_PERSISTENT_KEY, WS_PERSISTENT))}
-WS_KEYWORDS = {WS_STAGES_KEY: "stages", WS_LANES_KEY: "lanes", WS_L1_KEY: "l1_gather",
-               WS_PERSISTENT_KEY: "persistent_ctas"}
 #: The stand-in a warp-specialized candidate is finished as (v8 with its block tile): stages, overlap.
 STAND_IN = (2, False)
-#: Root-block annotation of a candidate built as another kernel (``as_built``): JSON {"kernel", "geometry",
-#: "params"}.
-SUBSTITUTE = "tirbench.substitute"
 
 
 def require_wgmma_workload(wl: Workload, *, param: str = "space='wgmma'") -> None:
@@ -206,50 +184,6 @@ def _product_blocks(sch: s_tir.Schedule) -> list[str]:
     return found
 
 
-def ws_kernel(geometry: dict) -> str:
-    """The warp-specialized kernel for a workload's ``geometry``: v9 on a GEMM (it has an ``m``), else the
-    convolution's."""
-    return GEMM_WS if "m" in geometry else CONV_WS
-
-
-def _ws_record(kernel: str):
-    """The hand kernel's record (its defaults, candidates and pass config)."""
-    from tirbench.schedules.conv.records import NHWC_TMA_WS
-    from tirbench.schedules.gemm.records import V9_TMA_WS
-
-    return {GEMM_WS: V9_TMA_WS, CONV_WS: NHWC_TMA_WS}[kernel]
-
-
-def require_ws(kernel: str, geometry: dict, params: dict) -> None:
-    """The kernel's own one-line checks of ``params`` on the workload of ``geometry`` (``require_v9``; the
-    convolution's adds its own)."""
-    if kernel == GEMM_WS:
-        from tirbench.schedules.gemm.tma_ws import require_v9
-
-        require_v9(geometry["m"], geometry["n"], geometry["k"], "float16",
-                   **{key: params[key] for key in ("block_tile", "stages", "consumers", "persistent_ctas", "tma_store")})
-    else:
-        from tirbench.schedules.conv.tma_ws import _require
-
-        _require(geometry, dtype="float16", **{key: v for key, v in params.items() if key != "l1_gather"})
-
-
-def ws_module(kernel: str, geometry: dict, params: dict) -> IRModule:
-    """The TIRx kernel ``kernel`` with ``params`` for the workload of ``geometry``, as its helper builds it."""
-    params = {**params, "block_tile": tuple(params["block_tile"])}
-    if kernel == GEMM_WS:
-        from tirbench.schedules.gemm.tma_ws import _kernel
-
-        func = _kernel(geometry["m"], geometry["n"], geometry["k"], out_dtype=geometry["out_dtype"], **params)
-    elif kernel == CONV_WS:
-        from tirbench.schedules.conv.tma_ws import _kernel
-
-        func = _kernel(geometry, "float16", **params)
-    else:
-        raise ValueError(f"{SUBSTITUTE}: unknown kernel {kernel!r}")
-    return IRModule({"main": func})
-
-
 def warp_specialized_params(ann: dict, block_tile: tuple[int, int]) -> dict | None:
     """The warp-specialized kernel's parameters (its helper's keywords; its defaults for the rest) where the product
     block's annotations ``ann`` drew that pipeline, else None; a one-line ValueError where that kernel refuses them
@@ -262,7 +196,7 @@ def warp_specialized_params(ann: dict, block_tile: tuple[int, int]) -> dict | No
     drawn = {WS_KEYWORDS[key]: int(ann[key]) for key, _ in WS_CHOICES[kernel]}
     if "l1_gather" in drawn:
         drawn["l1_gather"] = bool(drawn["l1_gather"])
-    params = _ws_record(kernel).params({"block_tile": block_tile, "consumers": block_tile[0] // ROWS_UNIT, **drawn})
+    params = ws_record(kernel).params({"block_tile": block_tile, "consumers": block_tile[0] // ROWS_UNIT, **drawn})
     require_ws(kernel, geometry, params)
     return params
 
@@ -318,26 +252,6 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
     return bool(names)
 
 
-def substitute_spec(mod: IRModule) -> dict | None:
-    """The kernel a candidate module stands for (``SUBSTITUTE``'s JSON: kernel, geometry, params), or None."""
-    mains = [func for gv, func in mod.functions.items() if gv.name_hint == "main"]
-    root = mains[0].body.block if mains and isinstance(mains[0].body, s_tir.SBlockRealize) else None
-    if root is None or SUBSTITUTE not in root.annotations:
-        return None
-    return json.loads(str(root.annotations[SUBSTITUTE]))
-
-
-def as_built(mod: IRModule, pass_config: dict[str, object]) -> tuple[IRModule, dict[str, object]]:
-    """The module a candidate of this space is built as, and its PassContext config: where the candidate drew the
-    warp-specialized pipeline (its root block annotated ``SUBSTITUTE``), that TIRx kernel with the drawn parameters
-    and its record's config (the hand kernel's, byte for byte: ``ws_module``); else ``mod`` and ``pass_config`` as
-    they are."""
-    spec = substitute_spec(mod)
-    if spec is None:
-        return mod, pass_config
-    return ws_module(spec["kernel"], spec["geometry"], spec["params"]), dict(_ws_record(spec["kernel"]).pass_config)
-
-
 def _gemm_extents(wl: Workload) -> tuple[int, int]:
     """(m, n) of ``wl``'s GEMM block (the convolution's after ``conv2d_as_gemm``), padded as the design pads them."""
     sch = s_tir.Schedule(wl.mod)
@@ -380,7 +294,7 @@ def _decisions(mn: tuple[int, int], params: dict, kernel: str) -> tuple[list[lis
         return None
     tiles = [[n // bn, bn // COLUMNS.unit], [m // bm, bm // ROWS_UNIT], [m // bm // raster, raster]]
     return tiles, [stages, int(bool(params.get("overlap", False))), 0,
-                   *_ws_values(kernel, _ws_record(kernel).defaults)]
+                   *_ws_values(kernel, ws_record(kernel).defaults)]
 
 
 def _tiles_fit(mn: tuple[int, int], block_tile: tuple[int, int]) -> bool:
@@ -423,7 +337,7 @@ def seed_candidates(wl: Workload) -> list[tuple[dict, s_tir.Schedule]]:
     require_wgmma_workload(wl)
     geometry = _geometry(wl)
     kernel = ws_kernel(geometry)
-    ws = _ws_record(kernel)
+    ws = ws_record(kernel)
     if kernel == CONV_WS:
         v8, v8_candidates, layouts = NHWC_WGMMA, NHWC_WGMMA.candidates, ("swizzle128",)
     else:
@@ -466,7 +380,7 @@ def tuned_kernel(wl: Workload, sch: s_tir.Schedule) -> tuple[str, bool]:
     spec = substitute_spec(sch.mod)
     if spec is not None:
         params = {**spec["params"], "block_tile": tuple(spec["params"]["block_tile"])}
-        return _ws_record(spec["kernel"]).describe(params), any(p == params for p, _ in seeds)
+        return ws_record(spec["kernel"]).describe(params), any(p == params for p, _ in seeds)
     decisions = _v8_decisions(sch)
     (n_tiles, n_units), (m_tiles, m_units), (_, raster), stages, overlap = decisions
     text = (f"v8: block tile {m_units * ROWS_UNIT}x{n_units * COLUMNS.unit}, raster {raster}, {stages} stages, "
