@@ -80,8 +80,9 @@ def index_html(out: Path, root: Path) -> str:
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tirbench reports</title><style>"
             "body{font-family:sans-serif;margin:2em}td{vertical-align:top;padding:.5em;border-top:1px solid #ccc}"
             "ul{margin:0;padding-left:1.2em}</style></head><body>\n<h1>TensorIR GPU kernels: reports</h1>\n"
-            "<p>Headline numbers: the latest recorded GPU run of each notebook's shapes (per GPU), fastest TVM kernel against "
-            "the vendor library.</p>\n<table>\n<tr><th>notebook</th><th>headline numbers</th><th>main plot</th></tr>\n"
+            "<p>Headline numbers: the latest recorded GPU run of each notebook's shapes (per GPU), fastest TVM kernel "
+            "against the vendor library.</p>\n<table>\n"
+            "<tr><th>notebook</th><th>headline numbers</th><th>main plot</th></tr>\n"
             + "\n".join(rows) + "\n</table>\n</body></html>\n")
 
 

@@ -1,6 +1,7 @@
 """What notebook 00 shows, from the recorded files only (it measures nothing): every notebook's latest results per
-GPU (each workload shape and dtype from the latest run that measured it) summarised per workload and shape, a roofline per GPU, the tuning curves of every MetaSchedule database, and the
-tuning throughput (trials per minute by setup and number of GPUs).
+GPU (each workload shape and dtype from the latest run that measured it) summarised per workload and shape, a
+roofline per GPU, the tuning curves of every MetaSchedule database, and the tuning throughput (trials per minute by
+setup and number of GPUs).
 
 Rows of different GPUs are never compared with each other: each GPU has its own latest runs of each notebook, its own
 table rows, ratios and roofline. A kernel doing under ``STREAMING_BELOW`` FLOP per byte is rated in GB/s (against the

@@ -182,8 +182,8 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
                 dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
     DesignSpace(name="wgmma", description="fp16 GEMM and fp16 NHWC conv2d: the v8 wgmma kernel with its block "
-                "tile, raster, stages and overlap sampled, on the conv2d also the pipeline (v8's or v9's "
-                "warp-specialized kernel, with its ring depth, gather and persistence); the search started from the "
+                "tile, raster, stages and overlap sampled, and the pipeline itself (v8's, or the warp-specialized "
+                "kernel with its ring depth, persistence and, on the conv2d, gather); the search started from the "
                 "hand sweep's candidates (seeds)", check=require_wgmma_workload, schedule_fn=wgmma_space,
                 pass_config=wgmma_pass_config, db_suffix="_wgmmaspace", dynamic_shared_memory=True,
                 mutator_probs=_tile_and_choice_mutators, postprocs=wgmma_postprocs, seeds=wgmma_seeds,

@@ -12,17 +12,18 @@ instead. What is sampled, per candidate:
 - ``overlap`` (``sample_categorical`` over off/on): a k tile's wgmma group keeps running while the next copies go.
 
 A sixth decision picks the **pipeline**: v8's (every warp loads and multiplies, the above) or v9's warp-specialized
-one (a producer warpgroup loads, one or two consumer warpgroups only multiply): ``gemm.tma_ws.gemm_v9_tma_ws`` on the
-GEMM (both tiles by TMA), ``conv.tma_ws.conv2d_nhwc_tma_ws`` on the convolution (the filter's tiles by TMA, the
+one (a producer warpgroup loads, one or two consumer warpgroups only multiply): ``gemm.tma_ws.gemm_v9_tma_ws`` on
+the GEMM (both tiles by TMA), ``conv.tma_ws.conv2d_nhwc_tma_ws`` on the convolution (the filter's tiles by TMA, the
 im2col tiles gathered by the producer's threads), with that kernel's own choices sampled beside it: its ring depth
 (``WS_STAGES``), one block per tile or 132 persistent ones, and on the convolution the producer threads per im2col
 row (``WS_LANES``) and the gather through L1 or not; its block tile is the sampled ``bm`` x ``bn`` (64 or 128 rows:
-one or two consumers). That kernel is written whole in TIRx, not scheduled, so no trace of schedule primitives yields it: a
-candidate that draws it is finished as a stand-in (its v8 kernel with the same block tile, 2 stages, no overlap:
-what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the workload's
-geometry and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built: the tuner's
-builders and ``tuning.replay`` (both, and the kernels' choices, checks and builders, in ``conv.ws_kernels``). What is measured, recorded and replayed is the warp-specialized kernel; the database keeps
-the trace, whose decisions say which one.
+one or two consumers). That kernel is written whole in TIRx, not scheduled, so no trace of schedule primitives
+yields it: a candidate that draws it is finished as a stand-in (its v8 kernel with the same block tile, 2 stages, no
+overlap: what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the
+workload's geometry and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built:
+the tuner's builders and ``tuning.replay`` (both, and the kernels' choices, checks and builders, in
+``conv.ws_kernels``). What is measured, recorded and replayed is the warp-specialized kernel; the database keeps the
+trace, whose decisions say which one.
 
 The three tiles are perfect tiles, which ``MutateTileSize`` moves; the categorical choices are moved by
 ``tirbench.tuning.mutators.MutateCategorical`` (MetaSchedule's own mutators only touch categorical samples of its
@@ -114,6 +115,18 @@ def wgmma_pass_config(wl: Workload) -> dict[str, bool]:
     return dict((V8_WGMMA if wl.name == "gemm" else NHWC_WGMMA).pass_config)
 
 
+def _geometry(sch: s_tir.Schedule) -> dict:
+    """The geometry the design annotates for the warp-specialized kernel (see ``GEOMETRY``), read from the workload's
+    schedule before the design transforms it: the convolution's ``conv_geometry``, or the GEMM's m, n, k and C's
+    dtype."""
+    if has_block(sch, "conv"):
+        from tirbench.schedules.conv.tma_ws import conv_geometry
+
+        return conv_geometry(sch, "NHWC")
+    _, m, n, k = gemm_block(sch, "C")
+    return {"m": m, "n": n, "k": k, "out_dtype": str(sch.mod["main"].params[-1].dtype)}  # C, the last parameter
+
+
 def _design(sch: s_tir.Schedule, block: str, layout: str, geometry: dict | None = None) -> Warps:
     """The sampled v8 kernel on the GEMM block ``block`` up to its tensor intrinsics (``finish_wgmma`` adds them);
     with the workload's ``geometry`` (``ws_kernel`` tells which kernel it is for), the pipeline and the
@@ -147,9 +160,7 @@ def gemm_wgmma_design(sch: s_tir.Schedule, *, layout: str = "swizzle128") -> s_t
     """The fp16 GEMM's design in one shared-memory ``layout`` (see the module docstring)."""
     if layout not in wgmma.LAYOUTS:
         raise ValueError(f"layout={layout!r}: expected one of {', '.join(map(repr, wgmma.LAYOUTS))}")
-    _, m, n, k = gemm_block(sch, "C")
-    out_dtype = str(sch.mod["main"].params[-1].dtype)  # C, the last parameter
-    _design(sch, "C", layout, geometry={"m": m, "n": n, "k": k, "out_dtype": out_dtype})
+    _design(sch, "C", layout, geometry=_geometry(sch))
     return sch
 
 
@@ -158,9 +169,8 @@ def conv2d_wgmma_design(sch: s_tir.Schedule) -> s_tir.Schedule:
     divides C, else C) with the sampled v8 kernel (``"swizzle128"``, as there), C written out through the same
     epilogue, or the warp-specialized kernel (the sampled pipeline, see the module docstring)."""
     from tirbench.schedules.conv.implicit_gemm import _channel_block, _finish, conv2d_as_gemm
-    from tirbench.schedules.conv.tma_ws import conv_geometry
 
-    geometry = conv_geometry(sch, "NHWC")
+    geometry = _geometry(sch)
     conv2d_as_gemm(sch, channel_block=_channel_block(sch, TILE_K, None))
     warps = _design(sch, "conv", "swizzle128", geometry=geometry)
     return _finish(sch, warps=warps)
@@ -184,11 +194,11 @@ def _product_blocks(sch: s_tir.Schedule) -> list[str]:
     return found
 
 
-def warp_specialized_params(ann: dict, block_tile: tuple[int, int]) -> dict | None:
-    """The warp-specialized kernel's parameters (its helper's keywords; its defaults for the rest) where the product
-    block's annotations ``ann`` drew that pipeline, else None; a one-line ValueError where that kernel refuses them
-    (its checks on the workload: e.g. more than two consumers' registers, a ring over 227 KB, tiles that do not
-    divide an unpadded GEMM)."""
+def warp_specialized_spec(ann: dict, block_tile: tuple[int, int]) -> dict | None:
+    """The warp-specialized kernel the product block's annotations ``ann`` drew, as ``SUBSTITUTE`` records it
+    (kernel, geometry, parameters: its helper's keywords, its defaults for the rest), or None where they drew v8; a
+    one-line ValueError where that kernel refuses the parameters (its checks on the workload: e.g. more than two
+    consumers' registers, a ring over 227 KB, tiles that do not divide an unpadded GEMM)."""
     if PIPELINE not in ann or not int(ann[PIPELINE]):
         return None
     geometry = json.loads(str(ann[GEOMETRY]))
@@ -198,7 +208,7 @@ def warp_specialized_params(ann: dict, block_tile: tuple[int, int]) -> dict | No
         drawn["l1_gather"] = bool(drawn["l1_gather"])
     params = ws_record(kernel).params({"block_tile": block_tile, "consumers": block_tile[0] // ROWS_UNIT, **drawn})
     require_ws(kernel, geometry, params)
-    return params
+    return {"kernel": kernel, "geometry": geometry, "params": params}
 
 
 def finish_wgmma(sch: s_tir.Schedule) -> bool:
@@ -220,14 +230,12 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         bn, tile_k = (int(sch.get(loop).extent) for loop in sch.get_loops(inner)[-2:])
         bm = 16 * int(sch.get(warp).extent)
         try:
-            ws_params = warp_specialized_params(dict(ann), (bm, bn))
+            ws_spec = warp_specialized_spec(dict(ann), (bm, bn))
         except ValueError:
             return False
-        if ws_params is not None:
+        if ws_spec is not None:
             stages, overlap = STAND_IN
-            geometry = json.loads(str(ann[GEOMETRY]))
-            substitute = {"kernel": ws_kernel(geometry), "geometry": geometry, "params": ws_params}
-            sch.annotate(sch.get_sblock("root"), SUBSTITUTE, json.dumps(substitute, sort_keys=True))
+            sch.annotate(sch.get_sblock("root"), SUBSTITUTE, json.dumps(ws_spec, sort_keys=True))
         if stages > int(sch.get(ko).extent):  # a pipeline deeper than the k loop: nothing to gain, odd code
             return False
         if bn // 2 + REGISTERS_BESIDES_ACCUMULATORS > min(255, REGISTERS_PER_SM // (2 * bm)):
@@ -263,17 +271,6 @@ def _gemm_extents(wl: Workload) -> tuple[int, int]:
         block = "conv"
     _, m, n, _ = gemm_block(sch, block)
     return -(-m // ROWS_UNIT) * ROWS_UNIT, -(-n // COLUMNS.unit) * COLUMNS.unit
-
-
-def _geometry(wl: Workload) -> dict:
-    """The geometry the design annotates for ``wl``'s warp-specialized kernel (see ``GEOMETRY``)."""
-    sch = s_tir.Schedule(wl.mod)
-    if has_block(sch, "conv"):
-        from tirbench.schedules.conv.tma_ws import conv_geometry
-
-        return conv_geometry(sch, "NHWC")
-    _, m, n, k = gemm_block(sch, "C")
-    return {"m": m, "n": n, "k": k, "out_dtype": str(wl.mod["main"].params[-1].dtype)}
 
 
 def _ws_values(kernel: str, params: dict) -> list[int]:
@@ -335,7 +332,7 @@ def seed_candidates(wl: Workload) -> list[tuple[dict, s_tir.Schedule]]:
     from tirbench.schedules.gemm.records import PADDED, V8_WGMMA
 
     require_wgmma_workload(wl)
-    geometry = _geometry(wl)
+    geometry = _geometry(s_tir.Schedule(wl.mod))
     kernel = ws_kernel(geometry)
     ws = ws_record(kernel)
     if kernel == CONV_WS:

@@ -62,7 +62,8 @@ def require_ws(kernel: str, geometry: dict, params: dict) -> None:
         from tirbench.schedules.gemm.tma_ws import require_v9
 
         require_v9(geometry["m"], geometry["n"], geometry["k"], "float16",
-                   **{key: params[key] for key in ("block_tile", "stages", "consumers", "persistent_ctas", "tma_store")})
+                   **{key: params[key] for key in ("block_tile", "stages", "consumers", "persistent_ctas",
+                                                   "tma_store")})
     else:
         from tirbench.schedules.conv.tma_ws import _require
 
