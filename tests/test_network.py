@@ -1,6 +1,7 @@
 """Notebook 08's whole-network ResNet-50 numbers (``bench.network``) and the README section generated from them, on
 a small results CSV whose totals are computed by hand."""
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -106,3 +107,28 @@ def test_resnet50_network_section_in_readme(root):
     assert "old" not in readme.read_text() and "| fp32 batch 1 | 2 | 4 | 0.050 |" in readme.read_text()
     (root / "empty").mkdir()
     assert report.network_table(root / "empty") == "not run on a GPU yet"
+
+
+def test_each_config_is_compared_with_the_cudnn_measurement_taken_with_it(df):
+    """A run measuring fp16 and int8 records cuDNN fp16 once per config: int8 takes the rows measured after its own
+    rules rows, not the faster of the two measurements."""
+    both = [conv("r4", "2026-11-23T00:00:00+00:00", STEM, 32, "float16", "rules", 0.09),
+            conv("r4", "2026-11-23T00:00:00+00:00", STEM, 32, "float16", "cudnn_nhwc", 0.10, "cudnn"),
+            conv("r4", "2026-11-23T00:00:00+00:00", STEM, 32, "int8", "rules", 0.08),
+            conv("r4", "2026-11-23T00:00:00+00:00", STEM, 32, "float16", "cudnn_nhwc", 0.12, "cudnn")]
+    run = pd.DataFrame(both)
+    assert per_layer(run, "fp16", [STEM], 32)["cudnn_ms"].tolist() == [0.10]
+    assert per_layer(run, "int8", [STEM], 32)["cudnn_ms"].tolist() == [0.12]
+
+
+def test_recorded_int8_network_uses_the_int8_configs_own_cudnn_rows():
+    """In the recorded run that measured fp16 and int8, cuDNN fp16 per layer is the int8 config's measurement."""
+    recorded = read_results(Path(__file__).resolve().parents[1] / "results" / "08_resnet50" / "results.csv")
+    run = recorded[recorded["run_id"] == "20261126T112012Z-eb1ee1"].reset_index(drop=True)
+    int8 = per_layer(run, "int8", RESNET50, 32).set_index("layer")["cudnn_ms"]
+    fp16 = per_layer(run, "fp16", RESNET50, 32).set_index("layer")["cudnn_ms"]
+    assert len(int8) == len(fp16) == 23 and (int8 != fp16).any()   # two measurements, each config its own
+    after_int8 = run["variant"].eq("rules").cumsum().map(dict(enumerate(run.loc[run["variant"] == "rules", "dtype"], 1)))
+    own = run[(run["provider"] == "cudnn") & (after_int8 == "int8")].groupby("shape")["median_ms"].min()
+    shapes = {layer.name: layer_shape(layer, 32) for layer in RESNET50}
+    assert all(int8[name] == own[shapes[name]] for name in int8.index)

@@ -35,14 +35,26 @@ def recorded_batch(df: pd.DataFrame, config: str) -> int | None:
     return int(rows["shape"].iloc[0].split("x")[0]) if len(rows) else None
 
 
+def measured_with(run: pd.DataFrame, config: str) -> pd.DataFrame:
+    """The cuDNN rows of one run (in the order they were recorded) that ``config``'s measurement of each layer took:
+    those following that config's ``rules`` row of the same shape, before the next ``rules`` row. A run that measures
+    fp16 and int8 records cuDNN fp16 once per config; each config is compared with its own measurement, never with
+    the faster of the two."""
+    rules = run["variant"] == "rules"
+    owner_dtype = run["dtype"].where(rules).ffill()
+    owner_shape = run["shape"].where(rules).ffill()
+    return run[(run["provider"] == "cudnn") & (run["dtype"] == CUDNN_DTYPES[config])
+               & (owner_dtype == DTYPES[config]) & (owner_shape == run["shape"])]
+
+
 def per_layer(df: pd.DataFrame, config: str, net: Iterable[ConvLayer], batch: int) -> pd.DataFrame:
     """``config``'s rows of the layers ``net`` at ``batch`` (``COLUMNS``): of the latest run in ``df`` that measured
-    it (a run may measure some of the configs), the rules' and cuDNN's faster time side by side, per layer."""
+    it (a run may measure some of the configs), the rules' time and the faster layout of cuDNN's measurement taken
+    with it (``measured_with``) side by side, per layer."""
     layers = {layer_shape(layer, batch): layer for layer in net}
     run = latest_run_where(df, _rules_rows(df, config) & df["shape"].isin(layers))
     ours = run[_rules_rows(run, config) & run["shape"].isin(layers)]
-    vendor = run[(run["provider"] == "cudnn") & (run["dtype"] == CUDNN_DTYPES[config])]
-    fastest = vendor.groupby("shape")["median_ms"].min()
+    fastest = measured_with(run, config).groupby("shape")["median_ms"].min()
     rows = [{"run": config, "layer": layers[s].name, "count": layers[s].count, "tvm_ms": t,
              "cudnn_ms": fastest.get(s, np.nan), "run_id": r}
             for s, t, r in zip(ours["shape"], ours["median_ms"], ours["run_id"])]
