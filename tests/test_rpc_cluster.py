@@ -55,14 +55,22 @@ def test_busy_port_is_one_line_and_exit_status_2(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_tracker_and_servers_on_a_signal(sig):
+    """Started with SIGINT ignored, as a shell starts a background job of a script (CI): the launcher still stops on
+    it (it used to ignore it and never exit when the suite itself ran so)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tirbench.tuning.rpc.cluster", "--llvm", "--servers", "1", "--host",
-                             "127.0.0.1", "--port", str(port), "serve"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                             "127.0.0.1", "--port", str(port), "serve"], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     line = proc.stdout.readline()   # printed once the server is registered
     groups = [int(pid) for pid in line.split("(pids ")[1].split(")")[0].split()]
     assert tracker.count_servers(tracker.summary("127.0.0.1", port), "tirbench") == 1 and len(groups) == 2
     proc.send_signal(sig)
-    assert proc.wait(timeout=60) == 130
+    try:
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:   # a failed test leaves nothing running: SIGTERM stops the launcher and its children
+            proc.terminate()
+            proc.wait(30)
     deadline = time.monotonic() + 10
     while any(map(group_alive, groups)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -215,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "tune" and {"-h", "--help"} & set(a.args):
         _print_tune_help(t)
         return 0
+    # Both handlers set here: a launcher started with SIGINT ignored (a background job of a script or CI, which the
+    # shell starts so) would otherwise ignore Ctrl-C / `kill -INT` and never stop; its children then start with
+    # Python's default SIGINT handling too (exec resets a handled signal, not an ignored one).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     if a.llvm and not a.servers:
         p.error("--llvm needs --servers N")
