@@ -14,7 +14,7 @@ from tirbench.core.build import build
 from tirbench.core.cuda_source import nvcc_report
 from tirbench.core.errors import refusal
 from tirbench.core.machine import cpu_target
-from tirbench.bench.choose import Choice, _forms, offered
+from tirbench.bench.choose import Choice, rule_forms, offered
 from tirbench.schedules.conv.records import INT8, INT8_WGMMA
 from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.workloads.conv2d_int8 import (
@@ -117,10 +117,10 @@ def test_the_stems_krs8c4_form_reduces_a_kernel_row_per_k_tile_with_4_byte_zero_
     assert "cp.async.cg.shared.global" in src and "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in src
     if shutil.which("nvcc"):
         assert "0 bytes spill stores" in " ".join(nvcc_report(src))
-    extra = _forms(wl)[-1][2]
+    extra = rule_forms(wl)[-1][2]
     assert extra == {"filter_layout": "KRS8C4"}
     found, narrowed, got = offered(wl, Choice("int8_mma", {**extra, **params}, 1.0))
-    assert found is _forms(wl)[-1][0] and got == dict(params) and narrowed.candidates == (dict(params),)
+    assert found is rule_forms(wl)[-1][0] and got == dict(params) and narrowed.candidates == (dict(params),)
 
 
 def test_krs8c4_needs_at_most_four_channels_and_the_mma_kernel_in_one_line():

@@ -161,10 +161,10 @@ def test_a_candidate_added_to_a_family_makes_its_choices_stale(monkeypatch):
     wl = conv2d(32, 256, 14, 14, 256, 3, 3, 1, 1, layout="NHWC", dtype="float16")
     chosen = Choice("nhwc_tma_ws", {}, 10.0, families=families_offered(wl))
     assert not is_stale(wl, chosen)
-    forms = choose_module._forms(wl)
+    forms = choose_module.rule_forms(wl)
     (form, records, extra), rest = forms[0], forms[1:]
     grown = [r.with_candidates(r.candidates + ({"stages": 2},)) if r.name == "nhwc_tma_ws" else r for r in records]
-    monkeypatch.setattr(choose_module, "_forms", lambda w: [(form, grown, extra), *rest])
+    monkeypatch.setattr(choose_module, "rule_forms", lambda w: [(form, grown, extra), *rest])
     assert is_stale(wl, chosen)
 
 

@@ -12,7 +12,7 @@ from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.conv.records import INT8_TMA_WS, NHWC_1X1_TMA, NHWC_TMA_WS
-from tirbench.bench.choose import Choice, _forms, offered
+from tirbench.bench.choose import Choice, rule_forms, offered
 from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws, conv_geometry, epilogue_ops
 from tirbench.workloads.conv2d import conv2d
@@ -164,7 +164,7 @@ def test_rules_give_an_int8_layer_whose_channels_fill_k_tiles_a_krsc_form_on_the
     assert int8_forms(conv2d_int8(32, 256, 56, 56, 64, 1, 1, 1, 0)) == []   # 64 filters: no block tile takes them
     assert epilogue_ops(s_tir.Schedule(int8_forms(conv2d_int8(2, 128, 7, 7, 128, residual=True))[0].mod)) == \
         (True, True)   # the form keeps the layer's epilogue
-    forms = _forms(wl)
+    forms = rule_forms(wl)
     assert forms[-1][2] == {"filter_layout": "KRSC"} and forms[-1][1][0].name == "int8_tma_ws"
     cand = dict(forms[-1][1][0].candidates[0])
     found, record, params = offered(wl, Choice("int8_tma_ws", {"filter_layout": "KRSC", **cand}, 1.0))

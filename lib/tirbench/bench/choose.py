@@ -1,6 +1,7 @@
-"""The conv rules, run: ``choose(wl)`` sweeps the candidates ``rule_records`` gives a layer and keeps the fastest
-verified one; ``Choices`` records what was chosen (``choices.csv`` beside the notebook's results) so that a later
-run replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
+"""The conv and GEMM rules, run: ``choose(wl)`` sweeps the candidates the rules give a layer or a GEMM
+(``rule_forms``: ``conv.rules``, ``gemm.rules``) and keeps the fastest verified one (``sweep_forms`` keeps every
+trial); ``Choices`` records what was chosen (``choices.csv`` beside the notebook's results) so that a later run
+replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
 
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
 layer is chosen again, live. A choice also records what the rules offered when it was made (``families``: each
@@ -29,11 +30,12 @@ import tvm
 import tvm_ffi
 
 from tirbench.bench.harness import Measurement, verify_then_time
-from tirbench.bench.sweep import SweepError, build_by_config, one_line, sweep_all
+from tirbench.bench.sweep import SweepError, SweepResult, build_by_config, one_line, sweep_all
 from tirbench.core.atomic import write_atomic
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import WINOGRAD
 from tirbench.schedules.conv.rules import int8_forms, rule_records, winograd_forms
+from tirbench.schedules.gemm import rules as gemm_rules
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d_int8 import filter_layout_of
 
@@ -63,20 +65,29 @@ def _key(wl: Workload) -> tuple[str, str, str]:
     return (wl.dtype, wl.layout, wl.shape)
 
 
-#: ``_forms`` per layer module: replaying a layer asks for them twice (``offered``, ``is_stale``), and the rules
-#: schedule every candidate to rank it (about a second per tensor-core layer).
-_FORMS: dict[int, list[tuple[Workload, list[KernelRecord], dict[str, Any]]]] = {}
+#: A form of a workload the rules sweep: the workload, its families, and what a choice of it records among its
+#: parameters.
+Form = tuple[Workload, list[KernelRecord], dict[str, Any]]
+#: ``rule_forms`` per module and ``keep``: replaying a layer asks for them twice (``offered``, ``is_stale``), and the
+#: rules schedule every candidate to rank it (about a second per tensor-core layer).
+_FORMS: dict[tuple[int, int | None], list[Form]] = {}
 
 
-def _forms(wl: Workload) -> list[tuple[Workload, list[KernelRecord], dict[str, Any]]]:
-    """The workloads the rules sweep for ``wl``: itself with its families, each Winograd form with ``WINOGRAD`` (and
-    the ``m`` a choice of it records), and each int8 form with its families (and its ``filter_layout``); worked out
-    once per module (the rules read nothing else)."""
-    key = tvm_ffi.structural_hash(wl.mod)
+def rule_forms(wl: Workload, keep: int | None = None) -> list[Form]:
+    """The workloads the rules sweep for ``wl``: itself with its families (the GEMM rules' for a gemm, else the conv
+    rules'), each Winograd form with ``WINOGRAD`` (and the ``m`` a choice of it records), and each int8 form with its
+    families (and its ``filter_layout``); ``keep``: candidates per family (None: the rules' default). Worked out once
+    per module (the rules read nothing else); a one-line ValueError for a workload no rule takes."""
+    key = (tvm_ffi.structural_hash(wl.mod), keep)
     if key not in _FORMS:
-        _FORMS[key] = [(wl, rule_records(wl), {})] + [(form, [WINOGRAD], {"m": form.sizes["m"]})
-                                                        for form in winograd_forms(wl)] + \
-            [(form, rule_records(form), {"filter_layout": filter_layout_of(form.mod)}) for form in int8_forms(wl)]
+        kept = {} if keep is None else {"keep": keep}
+        if wl.name == "gemm":
+            _FORMS[key] = [(wl, gemm_rules.rule_records(wl, **kept), {})]
+        else:
+            _FORMS[key] = [(wl, rule_records(wl, **kept), {})] + \
+                [(form, [WINOGRAD], {"m": form.sizes["m"]}) for form in winograd_forms(wl)] + \
+                [(form, rule_records(form, **kept), {"filter_layout": filter_layout_of(form.mod)})
+                 for form in int8_forms(wl)]
     return _FORMS[key]
 
 
@@ -87,7 +98,7 @@ def _tag(record: KernelRecord) -> str:
 
 def families_offered(wl: Workload) -> tuple[str, ...]:
     """The families the rules give ``wl`` (and its other forms), each tagged with its candidates (``_tag``), sorted."""
-    return tuple(sorted({_tag(record) for _, records, _ in _forms(wl) for record in records}))
+    return tuple(sorted({_tag(record) for _, records, _ in rule_forms(wl) for record in records}))
 
 
 def is_stale(wl: Workload, recorded: Choice) -> bool:
@@ -100,25 +111,33 @@ def _as_layer(m: Measurement, wl: Workload) -> Measurement:
     return m if m.workload is wl else replace(m, workload=wl)
 
 
+def sweep_forms(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: int, seed: int,
+                keep: int | None = None) -> list[list[tuple[Form, SweepResult]]]:
+    """Per workload of ``wls``, each of its ``rule_forms`` with its sweep: every candidate of every form of every
+    workload built in one parallel batch (``sweep_all``), then verified and timed (SweepError for a family whose
+    every candidate failed)."""
+    forms = [rule_forms(wl, keep) for wl in wls]
+    results = iter(sweep_all([(form, records) for layer in forms for form, records, _ in layer], target=target,
+                             repeats=repeats, seed=seed))
+    return [[(form, next(results)) for form in layer] for layer in forms]
+
+
 def choose_many(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: int, seed: int) -> list[Choice]:
-    """Per layer of ``wls``, the fastest verified of the rules' candidates for it and its other forms, every candidate
-    of every layer built in one parallel batch (``sweep_all``), then verified and timed; each layer's ``rules_s`` is
-    its share of the batch's time (SweepError when a layer has no verified kernel)."""
+    """Per layer of ``wls``, the fastest verified of the rules' candidates for it and its other forms
+    (``sweep_forms``); each layer's ``rules_s`` is its share of the batch's time (SweepError when a layer has no
+    verified kernel)."""
     if not wls:
         return []
     start = time.perf_counter()
-    forms = [_forms(wl) for wl in wls]
-    results = iter(sweep_all([(form, records) for layer in forms for form, records, _ in layer], target=target,
-                             repeats=repeats, seed=seed))
     picks = []
-    for wl, layer in zip(wls, forms):
+    for wl, layer in zip(wls, sweep_forms(wls, target=target, repeats=repeats, seed=seed)):
         best, extra = None, {}
-        for _, _, params in layer:
-            trial = next(results).best_trial()
+        for (_, _, params), result in layer:
+            trial = result.best_trial()
             if trial and (best is None or trial.measurement.timing.median_ms < best.measurement.timing.median_ms):
                 best, extra = trial, params
         if best is None:
-            raise SweepError(f"the conv rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
+            raise SweepError(f"the rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
         picks.append((wl, best, extra))
     share = (time.perf_counter() - start) / len(wls)
     return [Choice(best.record.name, {**extra, **best.overrides}, share, _as_layer(best.measurement, wl),
@@ -163,7 +182,7 @@ class Choices:
 def offered(wl: Workload, recorded: Choice) -> tuple[Workload, KernelRecord, dict[str, Any]] | None:
     """The form of ``wl`` and the rules' family that still offer the ``recorded`` choice, the family narrowed to it,
     and the parameters to schedule it with; None if none does."""
-    for form, records, extra in _forms(wl):
+    for form, records, extra in rule_forms(wl):
         params = {k: v for k, v in recorded.params.items() if k not in extra}
         if any(recorded.params.get(k) != v for k, v in extra.items()):
             continue

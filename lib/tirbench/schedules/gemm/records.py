@@ -127,13 +127,32 @@ PADDED: dict[str, tuple[dict[str, Any], ...]] = {
 }
 
 
+#: Candidates for GEMMs of few rows (the GEMM rules offer them beside the others; ``gemm.rules``): 64-row tiles
+#: narrow enough that a GEMM of 64 rows still has a block for every SM (at M = 37, N = 4096: 128 blocks of 64 x 32
+#: where 64 x 64 tiles give 64 and leave half of the 132 SMs idle; v8's B tile stays 64 halves wide, the 128-byte
+#: row its swizzled layout needs). Not yet measured on a GPU.
+NARROW: dict[str, tuple[dict[str, Any], ...]] = {
+    V5_WARP_TILED.name: (
+        {"block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
+    ),
+    V8_WGMMA.name: (
+        {"block_tile": (64, 64), "stages": 4, "overlap": True},
+    ),
+}
+
+
+def fits_rows(record: KernelRecord, cand: dict[str, Any], m: int) -> bool:
+    """Whether ``cand``'s block tile (``record``'s default where it names none) is no taller than ``m`` rows rounded
+    up to 64 (the extra rows of a taller one would be all padding: at M = 37 a 128-row tile multiplies 91 rows of
+    zeros where a 64-row one multiplies 27) and its ``raster`` divides the padded block rows."""
+    rows = record.params(cand)["block_tile"][0]
+    return rows <= -(-m // 64) * 64 and -(-m // rows) % cand.get("raster", 1) == 0
+
+
 def padded(record: KernelRecord, m: int) -> KernelRecord:
-    """``record`` with its ``PADDED`` candidates for a GEMM of ``m`` rows: less the block tiles taller than ``m``
-    rounded up to 64 (their extra rows would be all padding: at M = 37 a 128-row tile multiplies 91 rows of zeros
-    where a 64-row one multiplies 27) and those whose ``raster`` does not divide the padded block rows."""
-    return record.with_candidates(
-        cand for cand in PADDED[record.name] if cand["block_tile"][0] <= -(-m // 64) * 64
-        and -(-m // cand["block_tile"][0]) % cand.get("raster", 1) == 0)
+    """``record`` with its ``PADDED`` candidates for a GEMM of ``m`` rows, less those that do not fit its rows
+    (``fits_rows``)."""
+    return record.with_candidates(cand for cand in PADDED[record.name] if fits_rows(record, cand, m))
 
 
 def divisible_shape(size: tuple[int, int, int]) -> tuple[int, int, int]:

@@ -1,0 +1,97 @@
+"""GEMM rules: which rungs of the ladder take a GEMM, and with which tiles, decided from the GEMM itself.
+
+The conv rules' counterpart (``schedules.conv.rules``) for ``workloads.gemm``: ``rule_records(wl)`` reads the
+workload's dtype, out dtype and sizes and returns the ``KernelRecord`` families that take it, each with a few
+candidates ranked by how their blocks fill the GPU's SMs, so that ``bench.choose`` builds, verifies and times only
+those and keeps the fastest. No tuning: a GEMM is one sweep.
+
+- float32: v5's warp-tiled SIMT kernel (``V5_WARP_TILED``), any M, N, K (padded where a tile does not divide).
+- float16, float32 C: v9's warp-specialized TMA kernel (``V9_TMA_WS``; only where its tiles divide the GEMM) and v8's
+  wgmma (``V8_WGMMA``; any shape, padded).
+- float16, float16 C (cuBLAS's fp16 GEMM): v9 only (the only rung that writes a half C).
+
+The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``) and
+the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score is
+its wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()`` SMs, one block per SM at a time,
+``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time, times the share of
+each tile that is not padding. The best fill first, to one decimal (past a few waves every tile fills the SMs
+about as well, and the larger one reuses each value it loads more), then the larger tile; a family keeps its ``KEEP``
+best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
+on Hopper at every size notebook 03 records.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from tirbench.schedules.common.record import KernelRecord
+from tirbench.schedules.conv import rules as conv_rules
+from tirbench.schedules.gemm.records import NARROW, PADDED, V5_WARP_TILED, V8_WGMMA, V9_TMA_WS, fits_rows
+from tirbench.workloads.base import Workload
+
+#: Candidates kept per family (the chooser builds, verifies and times them all).
+KEEP = 5
+#: The families, in the order offered, by (input dtype, output dtype).
+FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
+    ("float32", "float32"): (V5_WARP_TILED,),
+    ("float16", "float32"): (V9_TMA_WS, V8_WGMMA),
+    ("float16", "float16"): (V9_TMA_WS,),
+}
+
+
+def sm_count() -> int:
+    """The SMs of the GPU the rules plan for (the conv rules' ``SMS``: an H100 or H200)."""
+    return conv_rules.SMS
+
+
+def block_count(m: int, n: int, block_tile: tuple[int, int]) -> int:
+    """The block tiles of an ``m`` x ``n`` C (edge tiles padded)."""
+    return math.ceil(m / block_tile[0]) * math.ceil(n / block_tile[1])
+
+
+def waves(m: int, n: int, block_tile: tuple[int, int]) -> float:
+    """How many times the blocks fill the SMs (one block per SM): 2.2 is two full waves and a fifth of one."""
+    return block_count(m, n, block_tile) / sm_count()
+
+
+def wave_fill(m: int, n: int, block_tile: tuple[int, int]) -> float:
+    """The share of the SMs' time spent on useful work: ``blocks / (ceil(blocks / SMs) * SMs)`` (how full the last
+    wave is), times the share of the block tiles that is not padding."""
+    blocks, sms = block_count(m, n, block_tile), sm_count()
+    useful = m * n / (blocks * block_tile[0] * block_tile[1])
+    return useful * blocks / (math.ceil(blocks / sms) * sms)
+
+
+def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
+    """``record``'s sweep, its ``PADDED`` and ``NARROW`` tiles, once each, less those taller than ``m`` rows allow and
+    the unswizzled wgmma tiles."""
+    pool: list[Mapping[str, Any]] = []
+    for cand in (*record.candidates, *PADDED.get(record.name, ()), *NARROW.get(record.name, ())):
+        if cand not in pool and fits_rows(record, dict(cand), m) and cand.get("layout") != "interleaved":
+            pool.append(cand)
+    return tuple(pool)
+
+
+def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
+    """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``wave_fill`` first (to one
+    decimal), then the larger tile."""
+    m, n = wl.sizes["m"], wl.sizes["n"]
+    return conv_rules.ranked_tiles(wl, record.with_candidates(candidate_pool(record, m)), keep,
+                                   score=lambda bm, bn: round(wave_fill(m, n, (bm, bn)), 1))
+
+
+def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
+    """The families that take the GEMM ``wl``, each with its ``keep`` best candidates for it (module docstring); a
+    one-line ValueError for a workload no family takes."""
+    if wl.name != "gemm":
+        raise ValueError(f"the GEMM rules take a gemm workload, not {wl.name}")
+    families = FAMILIES.get((wl.dtype, wl.out_dtype))
+    if families is None:
+        raise ValueError(f"no GEMM rule takes {wl.dtype} inputs with a {wl.out_dtype} C: the rules take float32, "
+                         f"float16 with a float32 C, and float16 with a float16 C")
+    records = [f.with_candidates(cands) for f in families if (cands := ranked(wl, f, keep))]
+    if not records:
+        raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes gemm {wl.shape} ({wl.dtype}, "
+                         f"{wl.out_dtype} C): v9 takes only shapes its tiles divide (M by 64 or 128, N by 64-256, K "
+                         f"by 64)")
+    return records
