@@ -2,7 +2,7 @@
 #                plots and the README table; a failing notebook does not stop the others, make fails naming it
 # make test      run the test suite (CPU only)
 # make lab       open the notebooks in JupyterLab (--allow-root when run as root); LAB_ARGS="--port 8890 --no-browser"
-#                passes more options to `jupyter lab`
+#                passes more options to `jupyter lab`; it says where the executed copies are (results/executed/)
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
 #                and one server per GPU (CUDA_VISIBLE_DEVICES), stopped afterwards, also on Ctrl-C;
 #                CLUSTER="--port 9190 --key h100 --min-servers 4" passes options to tirbench.tuning.rpc.cluster
@@ -42,10 +42,11 @@ DEST ?= build/tuning-databases
 
 .PHONY: run-all test lab readme clean-cpu-run tune-rpc active-env tuning-databases
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
+# Exit status 2 (a bad command line: one line, nothing run): the README is left as it is.
 run-all: $(SETUP)
 	@status=0; $(PY) -m tirbench.report.run_all $(if $(filter-out False,$(QUICK)),-p quick $(QUICK)) $(PARAMS) \
 	  $(NOTEBOOKS) || status=$$?; \
-	$(MAKE) --no-print-directory readme; exit $$status
+	if [ $$status -ne 2 ]; then $(MAKE) --no-print-directory readme; fi; exit $$status
 
 readme: $(SETUP)
 	$(PY) -m tirbench.report.readme README.md
@@ -54,6 +55,7 @@ test: $(SETUP)
 	$(PY) -m pytest -q
 
 lab: $(SETUP)
+	@echo "lab: notebooks/ holds the notebooks without outputs; a GPU run's executed copies are in results/executed/NN_name.ipynb, its HTML reports in results/reports/ (index.html lists them)"
 	$(PY) -m jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
 
 tune-rpc: $(SETUP)

@@ -54,6 +54,26 @@ def test_quick_is_passed_only_when_asked_for(clone):
     assert "-p quick True -p seed 1" in dry_run(clone, "run-all", "PY=echo", "SETUP=", "QUICK=True", "PARAMS=-p seed 1")
 
 
+def test_lab_says_in_one_line_where_the_executed_copies_are(clone):
+    said = [line for line in dry_run(clone, "lab", "PY=python3", "SETUP=").splitlines() if line.startswith("echo")]
+    assert len(said) == 1 and "results/executed/NN_name.ipynb" in said[0] and "results/reports/" in said[0]
+
+
+@pytest.mark.parametrize("status, readme", [(2, False), (1, True), (0, True)])
+def test_run_all_leaves_the_readme_after_a_bad_command_line(clone, tmp_path, status, readme):
+    """Exit status 2 (run_all refused the command line, nothing ran): the README is not regenerated; the status is
+    make's."""
+    py = tmp_path / "py"
+    py.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ran\n[ "$2" = tirbench.report.run_all ] && exit {status}\nexit 0\n')
+    py.chmod(0o755)
+    proc = subprocess.run(["make", "--no-print-directory", "run-all", f"PY={py}", "SETUP=", "PARAMS=-p repeats"],
+                          cwd=clone, capture_output=True, text=True)
+    ran = (tmp_path / "ran").read_text().splitlines()
+    assert ran[0] == "-m tirbench.report.run_all -p repeats"   # the clone has no notebooks/
+    assert any("tirbench.report.readme" in line for line in ran) == readme
+    assert proc.returncode == (2 if status else 0)
+
+
 def ci_run(tmp_path: Path, uid: int, apt_get: str | None) -> subprocess.CompletedProcess:
     """``.ci/run`` in a copy of the repository, on a PATH of stand-ins: ``id -u`` says ``uid``, ``apt-get`` runs
     ``apt_get`` (absent when None), no chromium, ``make`` records that it ran."""

@@ -9,6 +9,7 @@ from tirbench.bench.params import (
     ParameterError,
     decimal_bytes,
     gpu_memory,
+    narrowing,
     require_fits,
     require_flags,
     require_ints,
@@ -80,3 +81,22 @@ def test_gpu_memory_without_a_gpu_is_the_target_gpus_from_the_peak_table(monkeyp
                                          (1_234_000_000_000, "1.23 TB"), (10**20, "100 EB")])
 def test_decimal_bytes(count, text):
     assert decimal_bytes(count) == text
+
+
+#: Notebook 08's defaults as papermill's inspect_notebook gives them (source text).
+DEFAULTS_08 = {"quick": "False", "configs": '["fp32", "fp16", "int8"]', "layers": "[]", "repeats": "50", "seed": "0",
+               "target": '"nvidia/nvidia-h100"', "rules_budget_s": "120", "trials_rules": "36", "tune_now": "False",
+               "big": "2 ** 10"}
+
+
+@pytest.mark.parametrize("values, narrowed", [
+    ({"configs": ["int8"], "rules_budget_s": 300}, {"configs": (["int8"], ["fp32", "fp16", "int8"])}),
+    ({"quick": True}, {"quick": (True, False)}),
+    ({"layers": ["s4"], "repeats": 5}, {"layers": (["s4"], [])}),
+    ({"big": 1024}, {"big": (1024, "2 ** 10")}),   # a default that is no literal is compared as its text
+    ({"configs": ["fp32", "fp16", "int8"], "quick": False}, {}),   # the defaults, given
+    ({"repeats": 5, "seed": 1, "target": "nvidia/nvidia-h200", "trials_rules": 8, "tune_now": True}, {}),
+    ({"undeclared": 1}, {}),
+])
+def test_narrowing_names_the_parameters_that_change_what_a_run_measures(values, narrowed):
+    assert narrowing(DEFAULTS_08, values) == narrowed

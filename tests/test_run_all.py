@@ -47,12 +47,42 @@ def test_tune_now_without_a_gpu_says_nothing_will_be_tuned(no_run, capsys):
     assert no_run == [{"tune_now": True}]
 
 
+def test_a_notebook_that_does_not_exist_is_one_line_listing_those_that_do(no_run, capsys):
+    assert run_all.main(["notebooks/99_nope.ipynb"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and no_run == []
+    assert err.startswith("run-all: no notebook notebooks/99_nope.ipynb; the notebooks are (in notebooks/): "
+                          "00_overview.ipynb, 01_vector_add.ipynb, ")
+    assert "08_resnet50.ipynb; nothing was run" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-p", "repeats", str(NB04)], f"`-p repeats` needs a value (-p NAME VALUE, e.g. -p repeats 20); {NB04} is a "
+                                   "notebook, not a value; nothing was run"),
+    (["-p", "repeats"], "`-p repeats` needs a value (-p NAME VALUE, e.g. -p repeats 20); nothing was run"),
+    (["-p", "repeats", "-p", "seed", "1"], "`-p repeats` needs a value"),
+    (["-p"], "-p needs a name and a value"),
+    (["--parameter", str(NB04)], "--parameter needs a name and a value"),
+    (["-p", "sizes", "[1,", str(NB04)], "-p sizes '[1,' is not a YAML value"),
+    (["--bogus", str(NB04)], "unrecognized arguments: --bogus (usage: run_all [-p NAME VALUE]... [NOTEBOOK...])"),
+])
+def test_a_bad_command_line_is_one_line_and_runs_nothing(argv, message, no_run, capsys):
+    assert run_all.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("run-all: ") and message in err and err.count("\n") == 1
+    assert no_run == []
+
+
+def test_a_negative_value_is_a_value(no_run):
+    assert run_all.main(["-p", "seed", "-1", str(NB04)]) == 0 and no_run == [{"seed": -1}]
+
+
 def synthetic_notebook(path: Path, fail: bool) -> None:
     """A notebook that commits a fake GPU run's rows, saves a figure, then (``fail``) fails in its last cell."""
     rows = [row(run_id="new", notebook=path.stem, variant=f"v{i}") for i in range(2)]
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    params = nbformat.v4.new_code_cell("fail = False")
+    params = nbformat.v4.new_code_cell("fail = False\npart = \"all\"")
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(
         "import matplotlib.pyplot as plt\n"
@@ -132,3 +162,40 @@ def test_reports_share_one_stylesheet_and_embed_palette_pngs(tmp_path):
     assert (reports / "report.css").stat().st_size > 100_000 and len(body) < 40_000
     assert len(re.findall("data:image/png", body)) == 1
     assert os.path.getsize(executed) < len(png.getvalue()) * 4 / 3
+
+
+def test_a_partial_run_moves_its_rows_in_and_keeps_the_published_copies(tmp_path, monkeypatch, capfd):
+    """On a GPU run (``results/`` is where copies go): ``part`` differs from the notebook's default, so the run's rows
+    are appended but the executed copy, report and figure stay those of the last full run."""
+    root = tmp_path
+    (root / "pyproject.toml").write_text("")
+    nb = root / "notebooks" / "97_part.ipynb"
+    synthetic_notebook(nb, fail=False)
+    out = root / "results"
+    published = [out / "executed" / nb.name, out / "reports" / "97_part.html", out / "97_part" / "plot.png"]
+    for path in published:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("the last full run")
+    monkeypatch.setattr(run_all, "output_dir", lambda root: root / "results")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("TIRBENCH_ROOT", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert run_all.main(["-p", "part", "some", "-p", "fail", "False", str(nb)]) == 0
+    log = capfd.readouterr().out
+    assert [p.read_text() for p in published] == ["the last full run"] * 3
+    assert list(results.read_results(out / "97_part" / "results.csv")["run_id"]) == ["new", "new"]
+    scratch = root / "build" / "run-all"
+    assert (f"[run-all] 97_part: a partial run (part='some' (default 'all')): the published executed copy, report and "
+            f"figures in {out} were kept (the last full run's); this run's executed copy is {scratch / nb.name}\n"
+            in log)
+    assert "97_part: moved in 2 rows (results/97_part/results.csv)\n" in log
+    assert (scratch / nb.name).exists() and not (scratch / "97_part" / "staged").exists()
+
+
+def test_a_run_is_partial_only_where_it_publishes_and_a_parameter_narrows_it(tmp_path):
+    nb = tmp_path / "notebooks" / "97_part.ipynb"
+    synthetic_notebook(nb, fail=False)
+    results_dir, cpu_run = tmp_path / "results", tmp_path / "build" / "cpu-run"
+    assert run_all.kept_because(nb, {"part": "all", "fail": False}, results_dir, tmp_path) is None
+    assert run_all.kept_because(nb, {"part": "x"}, cpu_run, tmp_path) is None   # a CPU run writes every copy
+    assert run_all.kept_because(nb, {"part": "x"}, results_dir, tmp_path) == "a partial run (part='x' (default 'all'))"

@@ -3,8 +3,9 @@
 there with one line naming the parameter, before anything is built, measured or written."""
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import tvm
 
@@ -14,6 +15,12 @@ from tirbench.workloads.base import Workload
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+#: Parameters that change how a notebook measures (how often, the seed, the build target's tag, whether and how long
+#: it tunes or chooses its kernels again), not what it measures: a run that sets only these is still a full run.
+NEUTRAL = ("repeats", "seed", "target", "tune_now", "choose_now", "rules_budget_s")
+#: Prefixes of such parameters (tuning budgets: ``trials_fp16``, ``trials_rules``, ...).
+NEUTRAL_PREFIXES = ("trials_",)
 
 
 class ParameterError(OneLineError):
@@ -104,3 +111,26 @@ def require_fits(name: str, value: T, make: Callable[[T], Workload | Sequence[Wo
         raise ParameterError(f"{name}={value!r}: {largest.name} {largest.shape} needs "
                              f"{decimal_bytes(largest.buffer_bytes)} of buffers, more than the "
                              f"{decimal_bytes(memory.bytes)} of the {memory.gpu}")
+
+
+def _default(source: str) -> object:
+    """A parameter's default from its source text (papermill's ``inspect_notebook``): the literal, else the text."""
+    try:
+        return ast.literal_eval(source)
+    except (ValueError, SyntaxError):
+        return source
+
+
+def narrowing(defaults: Mapping[str, str], values: Mapping[str, object]) -> dict[str, tuple[object, object]]:
+    """The parameters of ``values`` that narrow a notebook's run, each with (its value, the notebook's default): those
+    ``defaults`` (name -> default's source text, as ``papermill.inspect_notebook`` gives it) declares, set to another
+    value than the default, and neither in ``NEUTRAL`` nor starting with one of ``NEUTRAL_PREFIXES``. A run with any
+    (``quick``, fewer ``configs``, other sizes) measures part of what the notebook's defaults do, or something else."""
+    out = {}
+    for name, value in values.items():
+        if name not in defaults or name in NEUTRAL or name.startswith(NEUTRAL_PREFIXES):
+            continue
+        default = _default(defaults[name])
+        if value != default:
+            out[name] = (value, default)
+    return out

@@ -5,7 +5,8 @@
 Executed notebooks and reports go to ``results/executed`` and ``results/reports`` on a CUDA GPU, to
 ``build/cpu-run/`` without one (``session.output_dir``: a CPU run never writes under ``results/``). Each ``-p``
 (its value read as YAML: ``-p threads 128``, ``-p sizes_log2 '[20, 22]'``) goes to the notebooks that declare that
-parameter; a name that no selected notebook declares stops it before anything runs (one line, exit status 2).
+parameter; a name that no selected notebook declares, a ``-p NAME`` without a value, or a notebook path that does
+not exist stops it before anything runs (one line, exit status 2).
 Notebooks run one after the other, ``00_overview`` last (it reads what the others recorded); then the index
 (``tirbench.report.index``) is written. Kernels talk to papermill over IPC (local sockets), not TCP.
 
@@ -15,6 +16,13 @@ the rows (appended atomically), figures, executed copy and report move into plac
 does not stop the others: nothing of it moves (the failed copy and what it staged stay there to read), and the
 summary names it; the exit status is then 1. Each notebook's time and the total are printed; a notebook over
 ``BUDGET_S`` is flagged.
+
+A partial run publishes its rows only: a notebook run with a parameter that narrows what it measures (``quick``,
+fewer ``configs``, other sizes: any parameter set to another value than the notebook's default, except those of
+``params.NEUTRAL`` such as ``repeats`` and ``seed``; ``params.narrowing``) appends its rows and data CSVs, but the
+published executed copy, report and figures in ``results/`` stay those of the last full run (one line says so; the
+partial run's executed copy stays in ``build/run-all/`` to read). A run without a GPU writes to ``build/cpu-run/``,
+where every run's copies go.
 
 Executed copies are compacted first (``report.compact``: palette PNGs, merged progress lines, TVMScript styled by
 class); reports link one shared stylesheet (``reports/report.css``).
@@ -41,6 +49,7 @@ from nbconvert import HTMLExporter
 from traitlets.config import Config
 
 from tirbench.bench import results
+from tirbench.bench.params import narrowing
 from tirbench.bench.session import STAGE_ENV
 from tirbench.core.atomic import write_atomic
 from tirbench.core.machine import has_cuda_gpu
@@ -58,6 +67,10 @@ KERNEL_CONFIG = Config({"KernelManager": {"transport": "ipc"}})
 STYLESHEET = "report.css"
 
 
+class UsageError(Exception):
+    """A command line that cannot run: one line, exit status 2, nothing run."""
+
+
 @dataclass
 class Outcome:
     notebook: str
@@ -68,6 +81,30 @@ class Outcome:
 def run_order(notebooks: list[Path]) -> list[Path]:
     """The notebooks in name order, the overview (``00_*``) last."""
     return sorted(notebooks, key=lambda nb: (nb.stem.startswith("00_"), nb.name))
+
+
+def check_parameter_values(argv: list[str]) -> None:
+    """UsageError for a ``-p NAME`` without its value: the next word would be taken as the value (a notebook's path,
+    so every notebook would run) or as the name of another ``-p``."""
+    for i, word in enumerate(argv):
+        if word not in ("-p", "--parameter"):
+            continue
+        name, value = (argv[i + 1:i + 3] + [None, None])[:2]
+        if name is None or name.startswith("-") or name.endswith(".ipynb"):
+            raise UsageError(f"run-all: {word} needs a name and a value (-p NAME VALUE, e.g. -p repeats 20); "
+                             "nothing was run")
+        if value is None or value in ("-p", "--parameter") or value.endswith(".ipynb"):
+            raise UsageError(f"run-all: `{word} {name}` needs a value (-p NAME VALUE, e.g. -p {name} 20)"
+                             + (f"; {value} is a notebook, not a value" if value and value.endswith(".ipynb") else "")
+                             + "; nothing was run")
+
+
+def check_notebooks(notebooks: list[Path], root: Path) -> None:
+    """UsageError naming the first of ``notebooks`` that is not a notebook file, listing those in ``notebooks/``."""
+    for nb in notebooks:
+        if not nb.is_file() or nb.suffix != ".ipynb":
+            there = ", ".join(p.name for p in sorted((root / "notebooks").glob("[0-9]*.ipynb")))
+            raise UsageError(f"run-all: no notebook {nb}; the notebooks are (in notebooks/): {there}; nothing was run")
 
 
 def unknown_parameters(notebooks: list[Path], params: dict[str, object]) -> str | None:
@@ -113,13 +150,15 @@ def render_report(executed: Path, reports: Path) -> str:
     return f'{head}<link href="{STYLESHEET}" rel="stylesheet"/>\n</head>{rest}'
 
 
-def move_staged(staged: Path, out: Path, root: Path) -> list[str]:
+def move_staged(staged: Path, out: Path, root: Path, figures: bool = True) -> list[str]:
     """Append each staged ``<notebook>/results.csv`` to ``root/results/`` (atomically; then the runs measured again
-    since are pruned, ``results.prune_superseded``) and move every other staged file to ``out``; returns what moved,
-    in words."""
-    moved, figures = [], 0
+    since are pruned, ``results.prune_superseded``) and move every other staged file to ``out`` (with ``figures``
+    off, the other CSVs only); returns what moved, in words."""
+    moved, counts = [], [0, 0]   # figures, other CSVs
     for path in sorted(p for p in staged.rglob("*") if p.is_file()):
         rel = path.relative_to(staged)
+        if not figures and path.suffix != ".csv":
+            continue
         if rel.name == "results.csv":
             rows = [dict(r, verified=r["verified"] == "True") for r in csv.DictReader(io.StringIO(path.read_text()))]
             n = results.append_rows(root / "results" / rel, rows)
@@ -129,21 +168,44 @@ def move_staged(staged: Path, out: Path, root: Path) -> list[str]:
             moved.append(f"{n} rows ({Path('results') / rel}{dropped})")
         else:
             write_atomic(out / rel, path.read_bytes())
-            figures += 1
-    return moved + ([f"{figures} figure{'s' if figures != 1 else ''}"] if figures else [])
+            counts[path.suffix == ".csv"] += 1
+    return moved + [f"{n} {what}{'s' if n != 1 else ''}" for n, what in zip(counts, ("figure", "table")) if n]
+
+
+def kept_because(nb: Path, params: dict[str, object], out: Path, root: Path) -> str | None:
+    """Why ``nb``'s published executed copy, report and figures stay as they are after a run with ``params``
+    (``params.narrowing``: a partial run), or None where this run replaces them (a full run, or a run without a GPU,
+    whose copies go to ``build/cpu-run/``)."""
+    if out != root / "results":
+        return None
+    defaults = {name: spec["default"] for name, spec in pm.inspect_notebook(str(nb)).items()}
+    narrowed = narrowing(defaults, params)
+    if not narrowed:
+        return None
+    which = ", ".join(f"{name}={value!r} (default {default!r})" for name, (value, default) in narrowed.items())
+    return f"a partial run ({which})"
 
 
 def execute(nb: Path, out: Path, scratch: Path, root: Path, params: dict[str, object]) -> list[str]:
     """Execute ``nb`` with those of ``params`` it declares, staging under ``scratch/<stem>/staged``; then move its
-    rows and figures, its executed copy (``out/executed/``) and report (``out/reports/``) into place. On an error
-    nothing under ``out`` or ``root/results`` changes. Returns what moved, in words."""
+    rows and figures, its executed copy (``out/executed/``) and report (``out/reports/``) into place; after a partial
+    run (``kept_because``) only its rows and data CSVs, the rest printed in one line. On an error nothing under
+    ``out`` or ``root/results`` changes. Returns what moved, in words."""
     declared = pm.inspect_notebook(str(nb))
     tmp, staged = scratch / f"{nb.stem}.ipynb", scratch / nb.stem / "staged"
     shutil.rmtree(staged, ignore_errors=True)
+    given = {k: v for k, v in params.items() if k in declared}
     with environ(STAGE_ENV, str(staged)):
-        pm.execute_notebook(str(nb), str(tmp), parameters={k: v for k, v in params.items() if k in declared},
-                            cwd=str(nb.parent), kernel_name="python3", config=KERNEL_CONFIG)
+        pm.execute_notebook(str(nb), str(tmp), parameters=given, cwd=str(nb.parent), kernel_name="python3",
+                            config=KERNEL_CONFIG)
     compact_notebook(tmp)
+    partial = kept_because(nb, given, out, root)
+    if partial:
+        moved = move_staged(staged, out, root, figures=False)
+        shutil.rmtree(staged, ignore_errors=True)
+        print(f"[run-all] {nb.stem}: {partial}: the published executed copy, report and figures in {out} were kept "
+              f"(the last full run's); this run's executed copy is {tmp}", flush=True)
+        return moved
     body = render_report(tmp, out / "reports")
     moved = move_staged(staged, out, root)
     executed = out / "executed" / nb.name
@@ -203,14 +265,41 @@ def summary(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:   # type: ignore[override]
+        """One line, not argparse's usage block."""
+        raise UsageError(f"run-all: {message} (usage: run_all [-p NAME VALUE]... [NOTEBOOK...]); nothing was run")
+
+
+def parse(argv: list[str], root: Path) -> tuple[list[Path], dict[str, object]]:
+    """The notebooks (default: every ``notebooks/[0-9]*.ipynb``) and parameters of a command line; UsageError for
+    one that cannot run."""
+    check_parameter_values(argv)
+    p = _Parser(description=__doc__.splitlines()[0])
     p.add_argument("notebooks", nargs="*", type=Path)
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     a = p.parse_args(argv)
-    root = project_root()
+    check_notebooks(a.notebooks, root)
     notebooks = [nb.resolve() for nb in a.notebooks] or sorted((root / "notebooks").glob("[0-9]*.ipynb"))
-    params = {name: yaml.safe_load(value) for name, value in a.parameter}
+    return notebooks, {name: _yaml_value(name, value) for name, value in a.parameter}
+
+
+def _yaml_value(name: str, value: str) -> object:
+    """``value`` read as YAML; UsageError naming the parameter if it is not YAML."""
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        raise UsageError(f"run-all: -p {name} {value!r} is not a YAML value ({str(err).splitlines()[0]}); "
+                         "nothing was run") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    root = project_root()
+    try:
+        notebooks, params = parse(sys.argv[1:] if argv is None else argv, root)
+    except UsageError as err:
+        print(err, file=sys.stderr)
+        return 2
     unknown = unknown_parameters(notebooks, params)
     if unknown:
         print(unknown, file=sys.stderr)
