@@ -1,6 +1,6 @@
 """MetaSchedule builders, ``stock`` (its ``LocalBuilder``, as this suite used it) and ``tuned`` (the trial-rate cuts).
 
-Where a stock trial's time goes besides the search and the measurement (see ``docs/notes-tuning.md``):
+Where a stock trial's time goes besides the search and the measurement (see ``docs/tuning.md``):
 
 - ``LocalBuilder`` starts a new pool of worker processes for every batch of candidates (and one more in its
   constructor); each worker imports tvm, and where candidates use tensor cores its initializer imports
@@ -15,7 +15,7 @@ there, in parallel: the runner only loads it. On a machine whose TVM has its CUD
 CUDA module compiles the CUDA source right away (NVRTC, ``tvm_callback_cuda_compile``), so the library carries a
 cubin and nothing is compiled when the runner loads it; under the target's scope that compile takes the arch from
 the target instead of asking device 0. (Where TVM has no CUDA runtime, as on this suite's CPU machines, the module
-keeps the source and the loading process compiles it: ``docs/notes-tuning.md``.)
+keeps the source and the loading process compiles it: ``docs/tuning.md``.)
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Convolution kernels as data: one ``KernelRecord`` per family (helper, parameters, pass config, sweep candidates,
-which workloads it takes). What each candidate was measured at and why it stays: ``docs/notes-conv.md`` and
-``docs/notes-int8.md``.
+which workloads it takes). Why the families and their candidates are built as they are, and what they measure:
+``docs/conv.md`` and ``docs/int8.md``.
 """
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ STAGES = wgmma.SPACE_STAGES
 #: Overlap off / on.
 OVERLAP_CHOICES = (0, 1)
 #: The shared-memory layouts searched, one design space each. Not ``"interleaved"``: the hand sweep keeps that one
-#: as a lesson (3x slower at 4096^3, ``docs/notes-gemm.md``); add it here to search it too (``gemm_wgmma_design``
+#: as a lesson (3x slower at 4096^3, ``docs/gemm.md``); add it here to search it too (``gemm_wgmma_design``
 #: takes it).
 LAYOUTS = wgmma.SPACE_LAYOUTS
 #: Annotations on the product block that ``finish_wgmma`` reads (and removes); ``CROP`` and ``PADS``: a padded GEMM's

@@ -1,9 +1,9 @@
 """The GEMM ladder as data: one ``KernelRecord`` per rung (helper, parameters, pass config, sweep candidates), the
 candidates for shapes no tile divides, and the nearest divisible shape they are compared with.
 
-The candidates were chosen from explorations on an H100/H200; what each was measured at and why it stays is in
-``docs/notes-gemm.md``. Big block tiles win at 4096^3, where there are blocks enough for every SM; small ones win at
-1024^3, where 128x128 blocks would leave half the SMs idle.
+The candidates were chosen from explorations on an H100/H200; why the tiles are what they are, and what the kernels
+measure, is in ``docs/gemm.md``. Big block tiles win at 4096^3, where there are blocks enough for every SM; small
+ones win at 1024^3, where 128x128 blocks would leave half the SMs idle.
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ LADDER: tuple[KernelRecord, ...] = (V0_NAIVE, V1_LOCAL, V2_SHARED, V3_VECTORIZED
 
 #: Candidates for shapes the tiles do not divide (the fastest is recorded as ``v5_padded`` / ``v8_padded``): v5's rung
 #: tiling and smaller tiles like those that won at 1024^3; v8 also 256x192 tiles, which spread the cost of an
-#: unaligned row pitch (K = 1000, N = 3000) over more columns (``docs/notes-gemm.md``).
+#: unaligned row pitch (K = 1000, N = 3000) over more columns (``docs/gemm.md``).
 PADDED: dict[str, tuple[dict[str, Any], ...]] = {
     V5_WARP_TILED.name: (
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 8, "stages": 3},

@@ -151,7 +151,7 @@ def gemm_v5_warp_tiled(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
     that many block rows, for L2 reuse. ``prefetch``: fragment loads ahead of the math (``PREFETCH``).
     ``columns_outer``: each thread's multiply-adds column by column (faster on an H100 at 4096^3 for the same tiles:
     the same FFMAs in another order, so nvcc's register allocation, which Nsight's dispatch stalls point at;
-    ``docs/notes-gemm.md``).
+    ``docs/gemm.md``).
     Any m, n, k: shapes the tiles do not divide are padded to them, at the costs ``_simt`` lists. ``block``,
     ``a_read``, ``b_fill_vector``: another GEMM-shaped block, which of its reads is A and how wide B's copies are
     (the implicit-GEMM convolutions; see ``simt_nest``)."""
