@@ -110,7 +110,7 @@ def whole_csv(tmp_path):
 
 @pytest.mark.parametrize("damage, message", [
     (lambda text: text[:-20], "the last line has no newline"),                     # a write cut short
-    (lambda text: text[:-20] + "\n", r"line 4 has \d+ fields, expected 20"),         # cut, then a newline
+    (lambda text: text[:-20] + "\n", r"line 4 has \d+ fields, expected 21"),         # cut, then a newline
     (lambda text: text.replace("compute_capability", "compute_capability,extra", 1).replace("9.0\n", "9.0,x\n"),
      "unknown: extra"),                                                             # a column we do not know
     (lambda text: text.replace(",compute_capability", "", 1), "missing: compute_capability"),

@@ -1,4 +1,6 @@
-"""Vendor baselines through torch, verified and timed by the harness's rules (same run, L2 flushed, median)."""
+"""Vendor baselines through torch, verified and timed by the harness's rules (same run, L2 flushed, median);
+``vendor(wl)``: the vendor's kernel for any workload the rules take (cuBLAS for a GEMM, cuDNN's faster layout for a
+convolution)."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,6 +33,32 @@ def cudnn_conv2d(wl: Workload, *, channels_last: bool = False, repeats: int = 10
                                   prepare=to_channels_last if channels_last else None)
 
 
+def cublas_gemm(wl: Workload, *, repeats: int = 100, seed: int = 0) -> Measurement:
+    """cuBLAS's GEMM of a ``gemm`` workload: ``torch.matmul`` with TF32 and fp16 reduced-precision reductions off
+    (fp16 inputs: a half C, as cuBLAS's fp16 GEMM writes it). Variant ``cublas_<dtype>``, provider ``cublas``."""
+    import torch
+
+    if wl.name != "gemm":
+        raise ValueError(f"cublas_gemm takes a gemm workload, got {wl.name}")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    return verify_then_time_torch(wl, torch.matmul, variant=f"cublas_{wl.dtype}", provider="cublas",
+                                  repeats=repeats, seed=seed)
+
+
+def vendor(wl: Workload, *, repeats: int = 100, seed: int = 0) -> Measurement:
+    """The vendor's kernel for ``wl``: cuBLAS for a ``gemm``; for a convolution (any layout, or int8, for which
+    cuDNN's fp16 stands in), cuDNN on the NCHW layer of the same sizes in both memory layouts, the faster kept."""
+    if wl.name == "gemm":
+        return cublas_gemm(wl, repeats=repeats, seed=seed)
+    from tirbench.workloads import conv2d
+
+    dtype = "float16" if wl.dtype == "int8" else wl.dtype
+    nchw = conv2d(*wl.sizes.values(), layout="NCHW", dtype=dtype)
+    return min((cudnn_conv2d(nchw, channels_last=cl, repeats=repeats, seed=seed) for cl in (False, True)),
+               key=lambda m: m.timing.median_ms)
+
+
 def int_mm_conv_gemm(wl: Workload, *, b_column_major: bool, repeats: int = 100, seed: int = 0) -> Measurement:
     """cuBLASLt's int8 GEMM (``torch._int_mm``) on the GEMM an int8 ``conv2d_int8`` layer amounts to: A = the im2col
     matrix (M = N*OH*OW, K = R*S*C, built once, untimed), B = the filter as K x N (column-major: the filter's own
@@ -61,4 +89,5 @@ def int_mm_conv_gemm(wl: Workload, *, b_column_major: bool, repeats: int = 100, 
     np.testing.assert_array_equal(out.cpu().numpy(), ref.astype(np.int64),
                                   err_msg="torch._int_mm: output differs from the reference")
     variant = "int_mm_b_colmajor" if b_column_major else "int_mm_b_rowmajor"
-    return Measurement(wl, variant, "cublaslt", time_launches(lambda: torch._int_mm(a_dev, b_dev), repeats=repeats))
+    return Measurement(wl, variant, "cublaslt", time_launches(lambda: torch._int_mm(a_dev, b_dev), repeats=repeats),
+                       verified=True)

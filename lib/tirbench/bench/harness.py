@@ -44,13 +44,19 @@ class Timing:
 
 @dataclass(frozen=True)
 class Measurement:
-    """A verified kernel's timing, with the rates derived from its workload."""
+    """A kernel's timing, with the rates derived from its workload. ``verified``: its output matched the reference in
+    this run (``verify_then_time`` and the vendor baselines set it once their check has passed; a measurement made any
+    other way is not verified, and ``Session`` gives it no row). ``tuned_best``: on a replayed MetaSchedule
+    schedule, whether its kernel is one of the space's seeds (``"seed"``) or the search's (``"search"``), as
+    ``results.TUNED_BEST``; empty otherwise."""
 
     workload: Workload
     variant: str
     provider: str
     timing: Timing
     trials: int = 0
+    verified: bool = False
+    tuned_best: str = ""
 
     @property
     def gflops(self) -> float:
@@ -233,8 +239,9 @@ def verify_then_time(workload: Workload, kernel: s_tir.Schedule | tvm.IRModule |
     dev = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
     built = isinstance(kernel, (tvm.runtime.Executable, tvm.runtime.Module))
     ex = kernel if built else build(kernel, target, pass_config)
-    args = run_checked(workload, ex, dev, seed=seed, what=f"{variant} ({provider})")
-    return Measurement(workload, variant, provider, time_executable(ex, dev, args, repeats=repeats), trials)
+    args = run_checked(workload, ex, dev, seed=seed, what=f"{variant} ({provider})")  # raises unless it matches
+    return Measurement(workload, variant, provider, time_executable(ex, dev, args, repeats=repeats), trials,
+                       verified=True)
 
 
 def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, variant: str, provider: str,
@@ -252,7 +259,8 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
     out = fn(*tensors)
     torch.cuda.synchronize()
     check_output(workload, out.cpu().numpy().astype(workload.out_dtype), ref, what=f"{variant} ({provider})")
-    return Measurement(workload, variant, provider, time_launches(lambda: fn(*tensors), repeats=repeats))
+    return Measurement(workload, variant, provider, time_launches(lambda: fn(*tensors), repeats=repeats),
+                       verified=True)
 
 
 def time_launches(launch: Callable[[], object], *, repeats: int) -> Timing:

@@ -1,5 +1,9 @@
 """The results CSV: its columns, an atomic appender, strict readers for the latest run, and the pruning of runs that
-later runs have measured again (git history keeps them; the clone stays small)."""
+later runs have measured again (git history keeps them; the clone stays small).
+
+Columns added after files were written (``ADDED_COLUMNS``) come last: a file written before one was added has a
+header without it, is read with it empty, and gets it (an empty field on each of its old rows, every other byte
+kept) when rows are next appended to it."""
 from __future__ import annotations
 
 import csv
@@ -12,10 +16,17 @@ import pandas as pd
 from tirbench.core.atomic import write_atomic
 from tirbench.core.errors import OneLineError
 
+#: Columns added to the schema after files were written, in the order added (see the module docstring).
+#: ``tuned_best``: on a MetaSchedule row, whether the replayed best record's kernel is one of the space's seeds (a hand
+#: candidate measured first: ``"seed"``) or one the search found (``"search"``); empty on other rows, and unknown
+#: (empty) on rows written before the column existed (``tirbench.tuning.labels.seed_labels`` labels those).
+ADDED_COLUMNS = ["tuned_best"]
 #: Column order of every results/<notebook>/results.csv (the first 18 are the published schema).
 COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
            "variant", "provider", "trials", "median_ms", "p20_ms", "p80_ms", "gflops", "gbps", "verified",
-           "repeats", "compute_capability"]
+           "repeats", "compute_capability", *ADDED_COLUMNS]
+#: ``tuned_best`` values: a seed's kernel, the search's, or not a tuned row (or not known).
+TUNED_BEST = ("seed", "search", "")
 
 #: The columns that say which run a row comes from: every CSV a run writes starts with them.
 RUN_FIELDS = COLUMNS[:5]
@@ -34,32 +45,46 @@ class ResultsFileError(OneLineError):
     a writer other than ``append_rows``, a bad merge). Reading it would silently drop or blank rows."""
 
 
-def check_csv(path: Path, text: str, columns: list[str] = COLUMNS) -> None:
-    """ResultsFileError naming ``path`` unless ``text`` is a header of exactly ``columns`` and rows of as many
-    fields, each ending with a newline."""
+def accepted_headers(columns: list[str]) -> list[list[str]]:
+    """The headers a file of ``columns`` may have: ``columns``, or ``columns`` without a trailing run of
+    ``ADDED_COLUMNS`` (a file written before they were added)."""
+    headers = [columns]
+    while headers[-1] and headers[-1][-1] in ADDED_COLUMNS:
+        headers.append(headers[-1][:-1])
+    return headers
+
+
+def check_csv(path: Path, text: str, columns: list[str] = COLUMNS) -> list[str]:
+    """The header of ``text``, the CSV at ``path`` (``columns`` for an empty one); ResultsFileError naming ``path``
+    unless it is one of ``accepted_headers(columns)`` with rows of as many fields, each ending with a newline."""
     if not text:
-        return
+        return columns
     lines = list(csv.reader(io.StringIO(text)))
-    if lines[0] != columns:
-        extra = [c for c in lines[0] if c not in columns]
-        missing = [c for c in columns if c not in lines[0]]
+    header = lines[0]
+    if header not in accepted_headers(columns):
+        extra = [c for c in header if c not in columns]
+        missing = [c for c in columns if c not in header]
         raise ResultsFileError(f"{path}: columns differ from the schema (unknown: {', '.join(extra) or '-'}; "
                                f"missing: {', '.join(missing) or '-'}): move it aside, no row of it is read")
     if not text.endswith("\n"):
         raise ResultsFileError(f"{path}: the last line has no newline (a write cut short): repair or move it aside")
     for number, fields in enumerate(lines[1:], start=2):
-        if len(fields) != len(columns):
-            raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(columns)}: "
+        if len(fields) != len(header):
+            raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(header)}: "
                                    f"repair or move it aside")
+    return header
 
 
 def validate_row(row: Mapping[str, object]) -> None:
-    """ValueError for a row that lacks a column, names an unknown provider, or is not verified."""
-    missing = [c for c in COLUMNS if c not in row]
+    """ValueError for a row that lacks a column (an ``ADDED_COLUMNS`` one it lacks is written empty), names an unknown
+    provider or ``tuned_best``, or is not verified."""
+    missing = [c for c in COLUMNS if c not in row and c not in ADDED_COLUMNS]
     if missing:
         raise ValueError(f"result row lacks columns: {', '.join(missing)}")
     if row["provider"] not in PROVIDERS:
         raise ValueError(f"provider {row['provider']!r} is not one of {', '.join(PROVIDERS)}")
+    if row.get("tuned_best", "") not in TUNED_BEST:
+        raise ValueError(f"tuned_best {row.get('tuned_best')!r} is not one of {', '.join(map(repr, TUNED_BEST))}")
     if row["verified"] is not True:
         raise ValueError("only verified kernels get a result row")
 
@@ -75,7 +100,8 @@ def append_rows(path: Path, rows: Iterable[Mapping[str, object]]) -> int:
 def append_csv(path: Path, rows: Iterable[Mapping[str, object]], columns: list[str],
                validate: Callable[[Mapping[str, object]], None]) -> int:
     """Validate ``rows``, then append them (``columns`` in order) to the CSV at ``path`` atomically, writing the
-    header into a new file; refuses a file that is not whole (``check_csv``). Returns the number appended."""
+    header into a new file, and into a file written before ``ADDED_COLUMNS`` their empty fields (see the module
+    docstring); refuses a file that is not whole (``check_csv``). Returns the number appended."""
     rows = list(rows)
     for row in rows:
         validate(row)
@@ -83,25 +109,32 @@ def append_csv(path: Path, rows: Iterable[Mapping[str, object]], columns: list[s
         return 0
     path = Path(path)
     old = path.read_text() if path.exists() else ""
-    check_csv(path, old, columns)  # never append to a file that is not whole
+    header = check_csv(path, old, columns)  # never append to a file that is not whole
+    if header != columns:
+        pad = "," * (len(columns) - len(header))
+        rows_text = "".join(line[:-1] + pad + "\n" for line in old.splitlines(keepends=True)[1:])
+        old = ",".join(columns) + "\n" + rows_text
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     if not old:
         writer.writeheader()
-    writer.writerows({c: row[c] for c in columns} for row in rows)
+    writer.writerows({c: row[c] if c in row or c not in ADDED_COLUMNS else "" for c in columns} for row in rows)
     write_atomic(path, (old + buf.getvalue()).encode())
     return len(rows)
 
 
 def read_results(path: Path, columns: list[str] = COLUMNS) -> pd.DataFrame:
     """All rows of a results CSV, or of another CSV of ``columns`` a run writes (an empty frame of them if there is
-    none); ResultsFileError for a file that is not whole (``check_csv``)."""
+    none), ``ADDED_COLUMNS`` empty ("") where a row has none; ResultsFileError for a file that is not whole
+    (``check_csv``)."""
     path = Path(path)
     text = path.read_text() if path.exists() else ""
     check_csv(path, text, columns)
     if not text:
         return pd.DataFrame(columns=columns)
-    return pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str})
+    added = {c: str for c in ADDED_COLUMNS if c in columns}
+    df = pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str, **added})
+    return df.reindex(columns=columns).fillna({c: "" for c in added})
 
 
 def latest_run(df: pd.DataFrame) -> pd.DataFrame:

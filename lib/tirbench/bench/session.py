@@ -89,9 +89,13 @@ class Session:
 
     # -- measurements ------------------------------------------------------------------------------------
     def record(self, m: Measurement) -> Measurement:
-        """Keep a verified measurement of this run and print its one-line summary."""
+        """Keep a verified measurement of this run and print its one-line summary; one-line ValueError for one
+        whose output was not checked (``Measurement.verified``)."""
         if not self.gpu:
             raise RuntimeError("measurements are recorded only on a CUDA GPU run")
+        if not m.verified:
+            raise ValueError(f"{m.variant} ({m.provider}): not verified against the reference in this run, so it "
+                             "gets no row")
         self.measurements.append(m)
         print(m.summary())
         return m
@@ -109,7 +113,8 @@ class Session:
             "shape": m.workload.shape, "dtype": m.workload.dtype, "variant": m.variant, "provider": m.provider,
             "trials": m.trials, "median_ms": round(m.timing.median_ms, 6), "p20_ms": round(m.timing.p20_ms, 6),
             "p80_ms": round(m.timing.p80_ms, 6), "gflops": round(m.gflops, 3), "gbps": round(m.gbps, 3),
-            "verified": True, "repeats": m.timing.repeats, "compute_capability": d.compute_capability,
+            "verified": m.verified, "repeats": m.timing.repeats, "compute_capability": d.compute_capability,
+            "tuned_best": m.tuned_best,
         } for m in self.measurements]
 
     def commit(self) -> int:

@@ -88,6 +88,26 @@ def _archived(root: Path) -> dict[Path, dict[str, bytes]]:
     return found
 
 
+def archived_database(root: Path, work_dir: Path, dest: Path | None = None) -> Path:
+    """The full database of ``work_dir`` (a database under ``root/results/tuning``) from the archive, written under
+    ``dest`` (default ``root/build/tuning-databases``) at the same relative path (kept there where a whole copy with as
+    many trials is there already), which is returned; one-line
+    RuntimeError where the archive lacks it or holds fewer trials than ``work_dir``."""
+    rel = work_dir.relative_to(root / "results" / "tuning")
+    out = (dest or root / "build" / "tuning-databases") / rel
+    if (out / RECORD_FILE).exists() and not is_trimmed(out) and trials_done(out) == trials_done(work_dir):
+        return out  # written before
+    files = _archived(root).get(rel)
+    if files is None or set(files) != set(ARCHIVED_FILES):
+        raise RuntimeError(f"{root / ARCHIVE} holds no whole copy of {rel}: pack the full databases first")
+    for name, data in files.items():
+        write_atomic(out / name, data)
+    if trials_done(out) < trials_done(work_dir):
+        raise RuntimeError(f"{root / ARCHIVE} holds {trials_done(out)} trials of {rel}, the database "
+                           f"{trials_done(work_dir)}: pack the full databases again")
+    return out
+
+
 def unpack(root: Path, dest: Path) -> list[Path]:
     """Put the full databases under ``dest`` (their files replaced, logs left); one-line RuntimeError, before any
     is written, where a database there has more trials than the archived one. Returns the work directories."""

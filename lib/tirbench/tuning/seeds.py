@@ -8,11 +8,14 @@ tuning record. MetaSchedule's evolutionary search then draws part of its
 first population from the database's best records (``init_measured_ratio``) and mutates their tiles: the search
 starts from the rules' choice instead of from random samples, and a seed is a trial like any other (it counts
 toward ``--trials``).
+
+``is_seed`` says whether a tuned schedule's kernel is a seed's: a best record that is one is the hand candidate the
+search started from, not something the search found (``tirbench.tuning.labels``).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import tvm
 from tvm import s_tir
@@ -20,6 +23,9 @@ from tvm.s_tir import meta_schedule as ms
 
 from tirbench.tuning.database import open_database
 from tirbench.workloads.base import Workload
+
+if TYPE_CHECKING:
+    from tirbench.tuning.spaces import DesignSpace
 
 
 def _postprocessed(ctx: ms.TuneContext, sch: s_tir.Schedule) -> s_tir.Schedule | None:
@@ -52,3 +58,29 @@ def seed_database(wl: Workload, work_dir: Path, seeds: Sequence[s_tir.Schedule],
                                                              args_info))
             committed += 1
     return committed
+
+
+def sampled_decisions(sch: s_tir.Schedule) -> list[int | list[int]]:
+    """The decisions of ``sch``'s sampling instructions before its postprocessing, in order, as plain ints (a
+    perfect tile's as a list): equal for two schedules of one design that drew the same."""
+    trace, out = sch.trace, []
+    for inst in trace.insts:
+        if inst.kind.name == "EnterPostproc":
+            break
+        if inst.kind.name.startswith("Sample"):
+            decision = trace.decisions[inst]
+            out.append([int(d) for d in decision] if isinstance(decision, Sequence) or hasattr(decision, "__len__")
+                       else int(decision))
+    return out
+
+
+def is_seed(space: DesignSpace, wl: Workload, sch: s_tir.Schedule) -> bool:
+    """Whether the kernel of ``sch`` (a tuned schedule of ``wl`` in ``space``) is one of the space's seeds: by the
+    space's own test where it has one (``DesignSpace.seed_kernel``: the wgmma space's decisions that its built kernel
+    does not use are left out), else by equal sampled decisions. False in a space without seeds."""
+    if space.seeds is None:
+        return False
+    if space.seed_kernel is not None:
+        return space.seed_kernel(wl, sch)
+    mine = sampled_decisions(sch)
+    return any(sampled_decisions(seed) == mine for seed in space.seeds(wl))

@@ -29,7 +29,8 @@ from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm.simt import gemm_v5_space
-from tirbench.schedules.conv.wgmma_space import require_wgmma_workload, wgmma_pass_config, wgmma_seeds, wgmma_space
+from tirbench.schedules.conv.wgmma_space import (require_wgmma_workload, tuned_kernel, wgmma_pass_config, wgmma_seeds,
+                                                 wgmma_space)
 from tirbench.schedules.conv.ws_kernels import as_built
 from tirbench.tuning.mutators import MutateCategorical
 from tirbench.tuning.postprocs import cuda_postprocs_keep_storage, wgmma_postprocs
@@ -71,6 +72,8 @@ class DesignSpace:
     #: ``(candidate module, pass config) -> (module built, its config)``: where a candidate stands for a kernel no
     #: schedule produces (the ``wgmma`` space's warp-specialized one), what the builders and ``replay`` build instead
     as_built: Callable[[tvm.IRModule, dict], tuple[tvm.IRModule, dict]] | None = None
+    #: whether a tuned schedule's kernel is a seed's, where equal sampled decisions would not say (``seeds.is_seed``)
+    seed_kernel: Callable[[Workload, s_tir.Schedule], bool] | None = None
 
     def built_module(self, wl: Workload, mod: tvm.IRModule) -> tuple[tvm.IRModule, dict]:
         """The module a candidate ``mod`` of ``wl`` is built as, and the PassContext config it is built with."""
@@ -149,6 +152,12 @@ def _default_pass_config(wl: Workload) -> dict[str, bool]:
     return TENSOR_CORE_PASS_CONFIG if uses_tensor_cores(wl) else {}
 
 
+def _wgmma_seed_kernel(wl: Workload, sch: s_tir.Schedule) -> bool:
+    """The wgmma space's ``seed_kernel``: ``tuned_kernel``'s answer (a warp-specialized candidate by the kernel it
+    builds, a v8 one by its block tile, raster, stages and overlap)."""
+    return tuned_kernel(wl, sch)[1]
+
+
 def _tile_mutators() -> dict[ms.Mutator, float]:
     """Only tile sizes: "cuda"'s unroll and thread-binding mutators look for MetaSchedule's own annotations."""
     return {ms.mutator.MutateTileSize(): 1.0}
@@ -187,7 +196,7 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 "hand sweep's candidates (seeds)", check=require_wgmma_workload, schedule_fn=wgmma_space,
                 pass_config=wgmma_pass_config, db_suffix="_wgmmaspace", dynamic_shared_memory=True,
                 mutator_probs=_tile_and_choice_mutators, postprocs=wgmma_postprocs, seeds=wgmma_seeds,
-                as_built=as_built),
+                as_built=as_built, seed_kernel=_wgmma_seed_kernel),
 )}
 
 
