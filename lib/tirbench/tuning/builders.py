@@ -30,6 +30,7 @@ from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tirbench.core.build import build_with_config, export_shared
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
+from tirbench.tuning.kernels import export_hashed, write_hash
 from tirbench.tuning.phases import call_timed, start_log, timed
 from tirbench.tuning.spaces import DesignSpace, as_space, uses_tensor_cores
 from tirbench.workloads.base import Workload
@@ -65,7 +66,7 @@ def build_candidate(as_built: Callable[[tvm.IRModule, dict], tuple[tvm.IRModule,
 def _build_and_export(job: tuple[BuildFn, tvm.IRModule, tvm.target.Target]) -> str:
     f_build, mod, target = job
     rt_mod = call_timed("build", f_build, mod, target, None)
-    return call_timed("export", export_shared, rt_mod)
+    return write_hash(call_timed("export", export_shared, rt_mod), rt_mod)
 
 
 @derived_object
@@ -95,7 +96,8 @@ class PersistentBuilder(ms.builder.PyBuilder):
 
 def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str = "tuned") -> ms.builder.Builder:
     """The builder for ``wl``'s candidates in ``space``: its PassContext config, and the tensor intrinsics registered
-    in each worker where the candidates use tensor cores; build and export timed (``tirbench.tuning.phases``). Make it once
+    in each worker where the candidates use tensor cores; build and export timed (``tirbench.tuning.phases``); the hash
+    of each artifact's code written beside it (``tirbench.tuning.kernels``: a kernel is measured once). Make it once
     and pass it to every ``tune`` of the same dtype and space. ``stock``: MetaSchedule's ``LocalBuilder`` (its
     constructor test-runs a pool: ~50 s with the tensor intrinsics); ``tuned``: ``PersistentBuilder``."""
     start_log()
@@ -106,5 +108,6 @@ def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str 
         f_build = functools.partial(build_candidate, spec.as_built, config) if config or spec.as_built else \
             _stock_build
         return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build),
-                                       f_export=timed("export", _stock_export), initializer=initializer)
+                                       f_export=functools.partial(export_hashed, timed("export", _stock_export)),
+                                       initializer=initializer)
     return PersistentBuilder(functools.partial(build_candidate, spec.as_built, config), initializer=initializer)

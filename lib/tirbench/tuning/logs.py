@@ -16,7 +16,7 @@ PHASE_LOG = "tuning_phases.csv"
 #: Phases shown per trial after each chunk: in the tuning process (walls), then summed over the workers.
 SHOWN_PHASES = {"search": "search", "builder_wall": "builder", "runner_wall": "runner", "worker_init": "worker init",
                 "build": "build", "export": "export", "session": "session", "upload_load": "upload+load",
-                "alloc": "alloc", "measure": "measure"}
+                "hash": "hash", "alloc": "alloc", "measure": "measure"}
 
 
 def _now() -> str:
@@ -60,4 +60,6 @@ def log_phases(work_dir: Path, offset: int, wall_s: float, new_trials: int) -> s
         f.writelines(f"{finished},{r.phase},{r.count},{r.seconds:.3f}\n" for r in df.itertuples())
     secs = dict(zip(df["phase"], df["seconds"]))
     shown = [f"{label} {secs[p] / max(new_trials, 1):.3f}" for p, label in SHOWN_PHASES.items() if p in secs]
-    return "  seconds per trial: " + ", ".join(shown)
+    counts = dict(zip(df["phase"], df["count"]))
+    reused = f"; {counts['reused']} trials reused a kernel measured before" if counts.get("reused") else ""
+    return "  seconds per trial: " + ", ".join(shown) + reused

@@ -6,6 +6,10 @@ run cut short resumes (a record cut off by the kill is dropped first). Each chun
 minute and the best rate so far (and moves a tqdm bar), appends its wall time to ``tuning_chunks.csv`` and its
 phases to ``tuning_phases.csv`` (``tirbench.tuning.logs``), and brings ``tuning_history.csv`` up to date
 (``tirbench.tuning.history``).
+
+A kernel is measured once per database (``tirbench.tuning.kernels``): a candidate that builds the same code as one
+measured before (the wgmma space's stand-ins) is recorded with that measurement's run times, not measured again;
+``measured_kernels.csv`` beside the database keeps each kernel's hash and run times.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from tirbench.tuning import phases, throughput
 from tirbench.tuning.builders import make_builder
 from tirbench.tuning.database import compact_database, open_database, repair_database
 from tirbench.tuning.history import sync_history, trials_done, tuning_history
+from tirbench.tuning.kernels import ReuseRunner
 from tirbench.tuning.logs import log_chunk, log_phases
 from tirbench.tuning.runners import make_local_runner
 from tirbench.tuning.seeds import seed_database
@@ -76,7 +81,7 @@ def _run_chunk(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.tar
         import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
     ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
                 num_trials_per_iter=min(n, 64), space=space.generator(wl), seed=0,
-                builder=phases.TimedBuilder(builder), runner=phases.TimedRunner(runner))
+                builder=phases.TimedBuilder(builder), runner=phases.TimedRunner(ReuseRunner(runner, work_dir)))
 
 
 def _finish_chunk(wl: Workload, work_dir: Path, space: DesignSpace, bar: BestBar, *, done: int, trials: int,
@@ -102,7 +107,7 @@ def _seed(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.target.T
     """Before the first chunk of a space with seeds: measure and commit them (``seeds.seed_database``)."""
     schedules = space.seeds(wl)
     n = seed_database(wl, work_dir, schedules, space_generator=space.generator(wl), target=target, builder=builder,
-                      runner=runner)
+                      runner=ReuseRunner(runner, work_dir))
     sync_history(work_dir)
     bar.update(n)
     if (best := best_tflops(work_dir, wl.flops)) is not None:
