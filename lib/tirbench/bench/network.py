@@ -37,14 +37,16 @@ def recorded_batch(df: pd.DataFrame, config: str) -> int | None:
 
 def measured_with(run: pd.DataFrame, config: str) -> pd.DataFrame:
     """The cuDNN rows of one run (in the order they were recorded) that ``config``'s measurement of each layer took:
-    those following that config's ``rules`` row of the same shape, before the next ``rules`` row. A run that measures
-    fp16 and int8 records cuDNN fp16 once per config; each config is compared with its own measurement, never with
-    the faster of the two."""
+    those following that config's ``rules`` row of the same shape, before the next ``rules`` row. Runs before
+    2026-11-27 measured cuDNN fp16 once per config (fp16 and int8): each config is compared with its own measurement,
+    never with the faster of the two. Notebook 08 now measures it once per run and layer, with the first of the two
+    configs: a config without cuDNN rows of its own for a shape takes that one measurement."""
     rules = run["variant"] == "rules"
     owner_dtype = run["dtype"].where(rules).ffill()
     owner_shape = run["shape"].where(rules).ffill()
-    return run[(run["provider"] == "cudnn") & (run["dtype"] == CUDNN_DTYPES[config])
-               & (owner_dtype == DTYPES[config]) & (owner_shape == run["shape"])]
+    cudnn = (run["provider"] == "cudnn") & (run["dtype"] == CUDNN_DTYPES[config]) & (owner_shape == run["shape"])
+    own = run[cudnn & (owner_dtype == DTYPES[config])]
+    return pd.concat([own, run[cudnn & ~run["shape"].isin(own["shape"])]])
 
 
 def per_layer(df: pd.DataFrame, config: str, net: Iterable[ConvLayer], batch: int) -> pd.DataFrame:
@@ -59,6 +61,12 @@ def per_layer(df: pd.DataFrame, config: str, net: Iterable[ConvLayer], batch: in
              "cudnn_ms": fastest.get(s, np.nan), "run_id": r}
             for s, t, r in zip(ours["shape"], ours["median_ms"], ours["run_id"])]
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def config_tables(df: pd.DataFrame, net: Iterable[ConvLayer]) -> dict[str, tuple[int, pd.DataFrame]]:
+    """Per config that ``df`` has a run of: its batch (``recorded_batch``) and ``per_layer`` table of ``net``."""
+    batches = {config: batch for config in DTYPES if (batch := recorded_batch(df, config)) is not None}
+    return {config: (batch, per_layer(df, config, net, batch)) for config, batch in batches.items()}
 
 
 def network_totals(table: pd.DataFrame) -> pd.DataFrame:
