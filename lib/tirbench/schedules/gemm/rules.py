@@ -11,12 +11,13 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
 - float16, float16 C (cuBLAS's fp16 GEMM): v9 only (the only rung that writes a half C).
 
 The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``) and
-the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score is
-its wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()`` SMs, one block per SM at a time,
-``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time, times the share of
-each tile that is not padding. The best fill first, to one decimal (past a few waves every tile fills the SMs
-about as well, and the larger one reuses each value it loads more), then the larger tile; a family keeps its ``KEEP``
-best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
+the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score
+(``score``) is its wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()`` SMs, one block
+per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time,
+times the share of each tile that is not padding; times the tile's reuse (``reuse``: the multiply-adds per value it
+loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so that a 64 x 32 tile whose last wave is
+a little fuller does not beat a 128 x 256 one at 4096^3. The best score first (to two decimals), then the larger tile;
+a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
 on Hopper at every size notebook 03 records.
 """
 from __future__ import annotations
@@ -31,6 +32,9 @@ from tirbench.workloads.base import Workload
 
 #: Candidates kept per family (the chooser builds, verifies and times them all).
 KEEP = 5
+#: The block tile whose reuse the model counts as enough: past its ``bm*bn / (bm+bn)`` a block is taken to be
+#: compute-bound (an assumption of the model, not a measurement; the chooser times the candidates).
+FULL_REUSE = (128, 128)
 #: The families, in the order offered, by (input dtype, output dtype).
 FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
     ("float32", "float32"): (V5_WARP_TILED,),
@@ -62,22 +66,45 @@ def wave_fill(m: int, n: int, block_tile: tuple[int, int]) -> float:
     return useful * blocks / (math.ceil(blocks / sms) * sms)
 
 
+def reuse(block_tile: tuple[int, int]) -> float:
+    """The multiply-adds per value a block tile loads (``bm*bn / (bm+bn)``) relative to ``FULL_REUSE``'s, at most 1."""
+    def per_value(bm: int, bn: int) -> float:
+        return bm * bn / (bm + bn)
+    return min(1.0, per_value(*block_tile) / per_value(*FULL_REUSE))
+
+
+def score(m: int, n: int, block_tile: tuple[int, int]) -> float:
+    """How the rules rank a block tile for an ``m`` x ``n`` C: ``wave_fill`` times ``reuse``, to two decimals."""
+    return round(wave_fill(m, n, block_tile) * reuse(block_tile), 2)
+
+
+def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mapping[str, Any]:
+    """``cand`` with its ``raster`` (blocks ordered in groups of that many block rows, for L2 reuse) lowered to the
+    largest divisor of the GEMM's block rows not above it, where it does not divide them (at 2500 rows, 20 block
+    rows of 128: raster 8 becomes 5)."""
+    raster, rows = cand.get("raster", 1), math.ceil(m / record.params(cand)["block_tile"][0])
+    if rows % raster == 0:
+        return cand
+    return {**cand, "raster": max(d for d in range(1, raster + 1) if rows % d == 0)}
+
+
 def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
-    """``record``'s sweep, its ``PADDED`` and ``NARROW`` tiles, once each, less those taller than ``m`` rows allow and
-    the unswizzled wgmma tiles."""
+    """``record``'s sweep, its ``PADDED`` and ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``),
+    once each, less those taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma tiles."""
     pool: list[Mapping[str, Any]] = []
     for cand in (*record.candidates, *PADDED.get(record.name, ()), *NARROW.get(record.name, ())):
+        cand = with_raster(record, cand, m)
         if cand not in pool and fits_rows(record, dict(cand), m) and cand.get("layout") != "interleaved":
             pool.append(cand)
     return tuple(pool)
 
 
 def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
-    """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``wave_fill`` first (to one
-    decimal), then the larger tile."""
+    """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``score`` first, then the
+    larger tile."""
     m, n = wl.sizes["m"], wl.sizes["n"]
     return conv_rules.ranked_tiles(wl, record.with_candidates(candidate_pool(record, m)), keep,
-                                   score=lambda bm, bn: round(wave_fill(m, n, (bm, bn)), 1))
+                                   score=lambda bm, bn: score(m, n, (bm, bn)))
 
 
 def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:

@@ -1,0 +1,72 @@
+"""The GEMM rules (``schedules.gemm.rules``): tiles ranked by how their blocks fill the SMs' waves, a candidate for
+every shape (padded where no tile divides it, few rows included), and one-line refusals."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tirbench.schedules.gemm.records import V8_WGMMA, V9_TMA_WS
+from tirbench.schedules.gemm.rules import rule_records, score, sm_count, wave_fill, waves, with_raster
+from tirbench.workloads import gemm
+
+
+def _tiles(record) -> list[tuple[int, int]]:
+    return [tuple(record.params(c)["block_tile"]) for c in record.candidates]
+
+
+def test_wave_fill_is_the_share_of_the_sms_time_spent_on_useful_tiles():
+    assert sm_count() == 132
+    assert waves(3072, 3072, (128, 256)) == pytest.approx(288 / 132)        # 2.2 waves
+    assert wave_fill(3072, 3072, (128, 256)) == pytest.approx(288 / (3 * 132))
+    assert wave_fill(1408, 3072, (128, 256)) == 1.0                         # 132 blocks: one full wave
+    assert wave_fill(100, 64, (128, 64)) == pytest.approx(100 / 128 / 132)  # padding counts against a tile
+
+
+def test_a_tile_whose_last_wave_is_fuller_ranks_above_128x256_at_2_2_waves():
+    """At 3072^3 fp16, 128x256 tiles make 2.2 waves of the 132 SMs (the last a fifth full): a 128x128 tile (4.4
+    waves) ranks first; where 128x256 makes one full wave (1408 x 3072), it ranks first."""
+    for record in rule_records(gemm(3072, 3072, 3072, dtype="float16"), keep=2):
+        tiles = _tiles(record)
+        assert tiles[0] == (128, 128), (record.name, tiles)
+        assert score(3072, 3072, tiles[0]) > score(3072, 3072, (128, 256))
+    v9 = rule_records(gemm(1408, 3072, 1024, dtype="float16"), keep=1)[0]
+    assert v9.name == V9_TMA_WS.name and _tiles(v9)[0] == (128, 256)
+
+
+def test_bigger_tiles_win_where_every_tile_fills_the_waves():
+    (v5,) = rule_records(gemm(4096, 4096, 4096))
+    assert _tiles(v5)[0] == (128, 256)
+
+
+@pytest.mark.parametrize("size, dtype", [
+    ((37, 4096, 4096), "float32"), ((37, 4096, 4096), "float16"), ((100, 3000, 5000), "float32"),
+    ((2000, 3000, 1000), "float16"), ((1, 1, 1), "float32"), ((2500, 3500, 1500), "float16"),
+])
+def test_every_shape_gets_candidates_no_taller_than_its_rows(size, dtype):
+    records = rule_records(gemm(*size, dtype=dtype), keep=2)
+    assert records and all(r.candidates for r in records)
+    for record in records:
+        for bm, bn in _tiles(record):
+            assert bm <= math.ceil(size[0] / 64) * 64
+
+
+def test_few_rows_get_narrow_tiles_that_give_every_sm_a_block():
+    (v5,) = rule_records(gemm(37, 4096, 4096))
+    assert _tiles(v5)[0] == (64, 32) and waves(37, 4096, (64, 32)) == pytest.approx(128 / 132)
+
+
+def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():
+    records = rule_records(gemm(2500, 3500, 1500, dtype="float16"), keep=3)
+    assert [r.name for r in records] == [V8_WGMMA.name]
+    assert all(20 % c.get("raster", 1) == 0 for c in records[0].candidates if c["block_tile"][0] == 128)
+    assert with_raster(V8_WGMMA, {"block_tile": (128, 128), "raster": 8}, 2500)["raster"] == 5
+
+
+@pytest.mark.parametrize("wl, message", [
+    (gemm(37, 50, 10, dtype="float16", out_dtype="float16"), "v9 takes only shapes its tiles divide"),
+])
+def test_refusals_are_one_line(wl, message):
+    with pytest.raises(ValueError, match=message) as err:
+        rule_records(wl)
+    assert "\n" not in str(err.value)
