@@ -25,11 +25,14 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv import rules as conv_rules
 from tirbench.schedules.gemm.records import NARROW, PADDED, V5_WARP_TILED, V8_WGMMA, V9_TMA_WS, fits_rows
 from tirbench.workloads.base import Workload
 
+#: Streaming multiprocessors of the GPU the rules plan for (H100 SXM; the H200 has as many): the conv rules' ``SMS``
+#: (``schedules.conv.rules``, a floor above this one), read here only through ``sm_count()``.
+SMS = 132
 #: Candidates kept per family (the chooser builds, verifies and times them all).
 KEEP = 5
 #: The block tile whose reuse the model counts as enough: past its ``bm*bn / (bm+bn)`` a block is taken to be
@@ -44,8 +47,8 @@ FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
 
 
 def sm_count() -> int:
-    """The SMs of the GPU the rules plan for (the conv rules' ``SMS``: an H100 or H200)."""
-    return conv_rules.SMS
+    """The SMs of the GPU the rules plan for (``SMS``: an H100 or H200)."""
+    return SMS
 
 
 def block_count(m: int, n: int, block_tile: tuple[int, int]) -> int:
@@ -103,8 +106,16 @@ def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mappin
     """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``score`` first, then the
     larger tile."""
     m, n = wl.sizes["m"], wl.sizes["n"]
-    return conv_rules.ranked_tiles(wl, record.with_candidates(candidate_pool(record, m)), keep,
-                                   score=lambda bm, bn: score(m, n, (bm, bn)))
+
+    def key(cand: Mapping[str, Any]) -> tuple[float, int]:
+        bm, bn = record.params(cand)["block_tile"]
+        return (-score(m, n, (bm, bn)), -bm * bn)
+
+    taken: list[Mapping[str, Any]] = []
+    for cand in sorted(candidate_pool(record, m), key=key):
+        if len(taken) < keep and refusal(lambda: record.apply(wl, cand)) is None:
+            taken.append(cand)
+    return tuple(taken)
 
 
 def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
