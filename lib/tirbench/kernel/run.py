@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tirbench.bench import baselines, results
 from tirbench.bench.choose import sweep_forms
+from tirbench.bench.harness import Measurement
 from tirbench.bench.session import Session
 from tirbench.core.machine import cuda_target, has_cuda_gpu
 from tirbench.kernel.offline import offline, tag, write_cuda
@@ -51,45 +52,66 @@ def conv_layer(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, s
                            layout=layout or ("NHWC" if dtype == "float16" else "NCHW"))
 
 
-def _measured(wl: Workload, *, keep: int | None, repeats: int, seed: int, out: Path, csv: Path | None,
-              say: Callable[[str], None]) -> KernelResult:
-    """The GPU path (module docstring)."""
-    session = Session(NOTEBOOK, save=csv is not None)   # prints the GPU, driver, TVM version and run id
+def _vendor(wl: Workload, *, repeats: int, seed: int) -> Measurement | None:
+    """The vendor's kernel for ``wl`` (``baselines.vendor``), or None where torch is not installed."""
+    try:
+        return baselines.vendor(wl, repeats=repeats, seed=seed)
+    except ImportError:
+        return None
+
+
+def _result(wl: Workload, layer: list, vendor: Measurement | None, out: Path, device: str) -> KernelResult:
+    """``wl``'s candidates from its swept forms (``sweep_forms``), the fastest verified one chosen and its CUDA
+    written to ``out/<tag>.cu``."""
     pairs = []
-    for (form, _, extra), swept in sweep_forms([wl], target=cuda_target(), repeats=repeats, seed=seed, keep=keep)[0]:
+    for (form, _, extra), swept in layer:
         for t in swept.trials:
             m = t.measurement and (t.measurement if form is wl else replace(t.measurement, workload=wl))
             pairs.append((Candidate(t.record.name, {**extra, **t.overrides}, t.status, t.reason, m, form=form,
                                     record=t.record), t.overrides))
-    try:
-        vendor = baselines.vendor(wl, repeats=repeats, seed=seed)
-    except ImportError:
-        vendor = None
-        say("[tirbench] torch is not installed: no vendor comparison (pip install -r requirements-gpu.txt)")
     timed = [(c, o) for c, o in pairs if c.measurement is not None]
     chosen, overrides = min(timed, key=lambda p: p[0].median_us, default=(None, None))
     cuda = None
     if chosen is not None:
         cuda = out / f"{tag(wl)}.cu"
         write_cuda(chosen.record, chosen.record.apply(chosen.form, overrides), cuda)
-        if csv is not None:
-            session.measurements += [replace(chosen.measurement, variant=f"rules_{chosen.family}"),
-                                     *([vendor] if vendor else [])]
-            say(f"[tirbench] {results.append_rows(csv, session.rows())} rows appended to {csv}")
-    return KernelResult(wl, tuple(c for c, _ in pairs), session.device.describe(), vendor, chosen, cuda)
+    return KernelResult(wl, tuple(c for c, _ in pairs), device, vendor, chosen, cuda)
 
 
-def best_kernel(wl: Workload, *, keep: int | None = None, repeats: int = 50, seed: int = 0, out: Path | None = None,
-                csv: Path | None = None, say: Callable[[str], None] = print) -> KernelResult:
-    """The rules' kernels for ``wl`` (a ``gemm``, ``conv2d`` or ``conv2d_int8`` workload), measured on a GPU or
-    written and checked without one (module docstring). ``keep``: candidates per family (None: the rules' default);
-    ``out``: the folder for the CUDA (``default_out()``); ``csv``: a results CSV the choice and the vendor's rows are
+def _measured(wls: Sequence[Workload], *, keep: int | None, repeats: int, seed: int, out: Path, csv: Path | None,
+              say: Callable[[str], None]) -> list[KernelResult]:
+    """The GPU path (module docstring), every candidate of every workload built in one parallel batch."""
+    session = Session(NOTEBOOK, save=csv is not None)   # prints the GPU, driver, TVM version and run id
+    swept = sweep_forms(wls, target=cuda_target(), repeats=repeats, seed=seed, keep=keep)
+    found = [_result(wl, layer, _vendor(wl, repeats=repeats, seed=seed), out, session.device.describe())
+             for wl, layer in zip(wls, swept)]
+    if any(r.vendor is None for r in found):
+        say("[tirbench] torch is not installed: no vendor comparison (pip install -r requirements-gpu.txt)")
+    if csv is not None:
+        session.measurements += [m for r in found if r.chosen for m in
+                                 (replace(r.chosen.measurement, variant=f"rules_{r.chosen.family}"), r.vendor) if m]
+        say(f"[tirbench] {results.append_rows(csv, session.rows())} rows appended to {csv}")
+    return found
+
+
+def best_kernels(wls: Sequence[Workload], *, keep: int | None = None, repeats: int = 50, seed: int = 0,
+                 out: Path | None = None, csv: Path | None = None,
+                 say: Callable[[str], None] = print) -> list[KernelResult]:
+    """The rules' kernels for each of ``wls`` (``gemm``, ``conv2d`` or ``conv2d_int8`` workloads), measured on a GPU
+    (every candidate of every workload built in one parallel batch) or written and checked without one (module
+    docstring). ``keep``: candidates per family (None: the rules' default); ``out``: the folder for the CUDA
+    (``default_out()``); ``csv``: a results CSV each choice's row (variant ``rules_<family>``) and its vendor's are
     appended to (GPU only); ``say``: where the run's one-line notes go."""
     out = out or default_out()
     if not has_cuda_gpu():
         say(NO_GPU)
-        return offline(wl, keep=keep, out=out, seed=seed)
-    return _measured(wl, keep=keep, repeats=repeats, seed=seed, out=out, csv=csv, say=say)
+        return [offline(wl, keep=keep, out=out, seed=seed) for wl in wls]
+    return _measured(wls, keep=keep, repeats=repeats, seed=seed, out=out, csv=csv, say=say)
+
+
+def best_kernel(wl: Workload, **options: Any) -> KernelResult:
+    """``best_kernels`` of ``wl`` alone (``options``: its)."""
+    return best_kernels([wl], **options)[0]
 
 
 def gemm(m: int, n: int, k: int, *, dtype: str = "float32", out_dtype: str = "float32",

@@ -1,0 +1,49 @@
+"""The GEMM rules against cuBLAS (< 8 min on an H100/H200): for notebook 03's sizes (4096^3, 1024^3 and its padded
+shapes 2000x3000x1000, 1000x1000x1000, 37x4096x4096) and three shapes no tile divides (2500x3500x1500,
+1200x5000x700, and 100x3000x5000 with fewer than 128 rows), in fp32 and fp16 (float32 C, as notebook 03's rows): every
+candidate the rules offer (``schedules.gemm.rules``) built in one parallel batch, verified against numpy and timed,
+the fastest kept, beside cuBLAS in the same process (``tirbench.kernel.best_kernels``). Appends each choice's row
+(variant ``rules_<family>``) and cuBLAS's to ``results/kernel/gemm_rules.csv`` and prints a table with the ratio
+(cuBLAS time / the rules' time) against the goal (>= 0.9x). Run from the repository root:
+    . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/gemm_rules.py [--repeats 30] [--keep 5]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from tirbench.core.machine import require_cuda_gpu
+from tirbench.kernel import best_kernels
+from tirbench.workloads import gemm
+
+SIZES = ((4096, 4096, 4096), (1024, 1024, 1024), (2000, 3000, 1000), (1000, 1000, 1000), (37, 4096, 4096),
+         (2500, 3500, 1500), (1200, 5000, 700), (100, 3000, 5000))
+GOAL = 0.9
+CSV = Path("results/kernel/gemm_rules.csv")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--keep", type=int, default=None, help="candidates per family (default: the rules')")
+    args = ap.parse_args()
+    require_cuda_gpu()
+    start = time.time()
+    wls = [gemm(*size, dtype=dtype) for dtype in ("float32", "float16") for size in SIZES]
+    CSV.parent.mkdir(parents=True, exist_ok=True)
+    found = best_kernels(wls, keep=args.keep, repeats=args.repeats, out=Path("build/kernel"), csv=CSV)
+    print(f"\n{'shape':>16} {'dtype':>8} {'rules us':>9} {'cuBLAS us':>10} {'ratio':>6}  goal  kernel")
+    for r in found:
+        wl, c, v = r.workload, r.chosen, r.vendor
+        if c is None or v is None:
+            print(f"{wl.shape:>16} {wl.dtype:>8}  no verified {'kernel' if c is None else 'cuBLAS run'}")
+            continue
+        ratio = v.timing.median_ms * 1e3 / c.median_us
+        print(f"{wl.shape:>16} {wl.dtype:>8} {c.median_us:9.1f} {v.timing.median_ms * 1e3:10.1f} {ratio:6.2f}  "
+              f"{'PASS' if ratio >= GOAL else 'FAIL'}  {c.family}({c.label})")
+    print(f"[{time.time() - start:.0f} s] rows appended to {CSV}")
+
+
+if __name__ == "__main__":
+    main()
