@@ -6,7 +6,9 @@ import tvm
 from tvm import s_tir
 from tvm.script import tirx as T
 
-from tirbench.bench.harness import Timing, build_all, verify_then_time
+from tirbench.bench.harness import Measurement, Timing, build_all, verify_then_time
+from tirbench.bench.results import read_results
+from tirbench.bench.session import Session
 from tirbench.core.machine import cpu_target, cuda_target, has_cuda_gpu
 from tirbench.schedules.gemm.records import V7_MMA_LDMATRIX
 from tirbench.workloads import gemm, vector_add
@@ -42,6 +44,31 @@ def test_wrong_kernel_raises_before_timing(func):
     with pytest.raises(AssertionError, match="output differs from the reference"):
         verify_then_time(vector_add(1024), tvm.IRModule({"main": func}), variant="bad", repeats=3,
                          target=cpu_target())
+
+
+def test_a_rows_verified_is_what_the_check_said(tmp_path, monkeypatch):
+    """``verify_then_time`` marks what it checked; a measurement made without the check is not verified: a session
+    refuses it, and a row of it says so (and is not written)."""
+    import types
+
+    wl = vector_add(1024)
+    checked = verify_then_time(wl, wl.mod, variant="checked", repeats=3, target=cpu_target())
+    unchecked = Measurement(wl, "unchecked", "tvm", checked.timing)
+    assert checked.verified and not unchecked.verified
+    (tmp_path / "pyproject.toml").write_text("")
+    session = Session("01_vector_add", root=tmp_path)
+    session.gpu = True   # a GPU run, faked
+    session.device = types.SimpleNamespace(gpu="NVIDIA H100", driver="580", tvm_version="0.27",
+                                           compute_capability="9.0")
+    session.record(checked)
+    with pytest.raises(ValueError, match="unchecked \\(tvm\\): not verified"):
+        session.record(unchecked)
+    session.measurements.append(unchecked)   # past record's check: the row still says what the check said
+    assert [r["verified"] for r in session.rows()] == [True, False]
+    with pytest.raises(ValueError, match="only verified kernels"):
+        session.commit()
+    session.measurements.pop()
+    assert session.commit() == 1 and list(read_results(session.results_csv)["verified"]) == [True]
 
 
 def test_timing_percentiles():

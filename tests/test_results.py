@@ -135,3 +135,19 @@ def test_readme_command_refuses_a_broken_csv_with_one_line(tmp_path, capsys):
     assert report.main(["report", str(readme)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and readme.read_text() == f"{report.START}\n{report.END}\n"
+
+
+def test_a_file_written_before_tuned_best_reads_it_empty_and_gets_it_at_the_next_append(tmp_path):
+    """The column added since (``ADDED_COLUMNS``): an old file is accepted, read with the column empty, and the next
+    append writes the new header, an empty field on each old row (every other byte kept) and the new rows' labels."""
+    path = tmp_path / "results.csv"
+    old = [c for c in COLUMNS if c != "tuned_best"]
+    lines = [",".join(old), ",".join(str(row(provider="metaschedule")[c]) for c in old)]
+    path.write_text("\n".join(lines) + "\n")
+    assert list(read_results(path)["tuned_best"]) == [""]
+    append_rows(path, [row("r2", "2026-11-22T00:00:00+00:00", provider="metaschedule", tuned_best="seed")])
+    text = path.read_text().splitlines()
+    assert text[0] == ",".join(COLUMNS) and text[1] == lines[1] + ","
+    assert list(read_results(path)["tuned_best"]) == ["", "seed"]
+    with pytest.raises(ValueError, match="tuned_best 'hand'"):
+        append_rows(path, [row(tuned_best="hand")])

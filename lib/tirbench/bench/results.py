@@ -133,8 +133,10 @@ def read_results(path: Path, columns: list[str] = COLUMNS) -> pd.DataFrame:
     if not text:
         return pd.DataFrame(columns=columns)
     added = {c: str for c in ADDED_COLUMNS if c in columns}
-    df = pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str, **added})
-    return df.reindex(columns=columns).fillna({c: "" for c in added})
+    df = pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str, **added}).reindex(columns=columns)
+    for c in added:
+        df[c] = df[c].astype(object).fillna("").astype(str)
+    return df
 
 
 def latest_run(df: pd.DataFrame) -> pd.DataFrame:
