@@ -26,7 +26,8 @@ from tirbench.schedules.gemm.simt import (
 )
 from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
-from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws, staged_index, store_chunk_columns
+from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
+from tirbench.schedules.gemm.warp_specialized import staged_index, store_chunk_columns
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
 

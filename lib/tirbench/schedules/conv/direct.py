@@ -28,7 +28,7 @@ def _filter_axis_is(block, position: int, axis: int) -> bool:
     return w.region[axis].min.same_as(block.iter_vars[position].var)
 
 
-def _conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[str, int]]:
+def conv_block(sch: s_tir.Schedule, layout: str) -> tuple[s_tir.SBlockRV, dict[str, int]]:
     """Block "conv" of a ``layout`` convolution and its loop extents by name; one-line error for another layout."""
     blk = sch.get_sblock("conv")
     names, reads, (w_loop, w_axis) = _CONV_LOOPS[layout]
@@ -58,7 +58,7 @@ def conv2d_hwcn_classic(sch: s_tir.Schedule, *, tile: int = 8, threads: int = 8,
     runs over ``step`` input channels at a time, per kernel tap: an ``step x tile*threads`` slice of the padded
     input and of the filter goes to shared memory (cooperative fetch, ``vector``-wide loads), then to registers.
     """
-    blk, ext = _conv_block(sch, "HWCN")
+    blk, ext = conv_block(sch, "HWCN")
     for value, param in ((tile, "tile"), (threads, "threads"), (step, "step"), (vthreads, "vthreads")):
         require_positive_int(value, param=param)
     block_factor = tile * threads
@@ -118,7 +118,7 @@ def conv2d_hwcn_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     ``prefetch`` and ``columns_outer`` mean what they mean for ``gemm_v5_warp_tiled``. Compile with the
     pass config of ``records.HWCN_HOPPER``.
     """
-    blk, ext = _conv_block(sch, "HWCN")
+    blk, ext = conv_block(sch, "HWCN")
     threads = check_simt_tiles((ext["k"], ext["n"], ext["c"]), block_tile=block_tile, warp_tile=warp_tile,
                                thread_tile=thread_tile, tile_k=tile_k, vector=4, stages=stages, raster=raster,
                                prefetch=prefetch, a_k_major=True,
@@ -150,7 +150,7 @@ def conv2d_nchw_splitk(sch: s_tir.Schedule, *, split: int = 16, block_k: int = 1
     time, the padded input window and the filter slice go to shared memory (a cooperative fetch by all threads, the
     padding inlined as a predicate), and the kernel window's loops are unrolled.
     """
-    blk, ext = _conv_block(sch, "NCHW")
+    blk, ext = conv_block(sch, "NCHW")
     for value, param in ((split, "split"), (block_k, "block_k"), (thread_k, "thread_k"), (step, "step")):
         require_positive_int(value, param=param)
     (py, px) = block_pixels
@@ -175,7 +175,7 @@ def conv2d_nchw_splitk_space(sch: s_tir.Schedule) -> s_tir.Schedule:
     into (blocks, threads, per thread), the output rows and columns into (blocks, threads). Samples with more than
     1024 threads or too much shared memory are dropped by ``VerifyGPUCode``.
     """
-    blk, _ = _conv_block(sch, "NCHW")
+    blk, _ = conv_block(sch, "NCHW")
     _, f, y, x, rc, _, _ = sch.get_loops(blk)
     _splitk_nest(sch, blk, rc_factors=sch.sample_perfect_tile(rc, n=3, max_innermost_factor=16),
                  k_factors=sch.sample_perfect_tile(f, n=3, max_innermost_factor=8),
@@ -187,7 +187,7 @@ def conv2d_nchw_splitk_space(sch: s_tir.Schedule) -> s_tir.Schedule:
 def splitk_decisions(sch: s_tir.Schedule, cand: dict) -> list[list[int]]:
     """The sampled tiles of ``conv2d_nchw_splitk_space`` that make it ``conv2d_nchw_splitk(**cand)``, in the order
     the space samples them (input channels, output channels, output rows, output columns); ``sch``: the workload's."""
-    _, ext = _conv_block(sch, "NCHW")
+    _, ext = conv_block(sch, "NCHW")
     (py, px), step = cand["block_pixels"], cand["step"]
     return [[cand["split"], ext["c"] // cand["split"] // step, step],
             [ext["k"] // cand["block_k"], cand["block_k"] // cand["thread_k"], cand["thread_k"]],

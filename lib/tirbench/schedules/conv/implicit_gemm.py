@@ -37,7 +37,7 @@ from tvm.tirx import IndexMap
 from tirbench.core import lowering
 from tirbench.schedules.common.checks import require_divides, require_positive_int
 from tirbench.schedules.common.tiling import WARP, Warps, has_block, split_threads
-from tirbench.schedules.conv.direct import _conv_block
+from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.gemm.tensorcore import gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 
@@ -59,7 +59,7 @@ def conv2d_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule
     multiple of the k tile the pad joins the im2col fill's predicate too (zero past the last real k).
     """
     int8 = has_block(sch, "epilogue")
-    blk, ext = _conv_block(sch, "NCHW32" if int8 else "NHWC")
+    blk, ext = conv_block(sch, "NCHW32" if int8 else "NHWC")
     if not int8 and not has_block(sch, "cast"):
         raise ValueError("tensor-core convolutions take float16 inputs: use conv2d(..., layout='NHWC', "
                          "dtype='float16')")
@@ -153,7 +153,7 @@ def _channel_block(sch: s_tir.Schedule, tile_k: int, channel_block: int | None) 
     if channel_block is not None:
         return channel_block
     require_positive_int(tile_k, param="tile_k")
-    c = _conv_block(sch, "NHWC")[1]["c"]
+    c = conv_block(sch, "NHWC")[1]["c"]
     return tile_k if c % tile_k == 0 else c
 
 

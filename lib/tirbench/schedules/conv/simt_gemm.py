@@ -29,7 +29,7 @@ from tvm import s_tir
 from tvm.tirx import IndexMap
 
 from tirbench.schedules.common.tiling import has_block
-from tirbench.schedules.conv.direct import _conv_block
+from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import _channel_block, _inline_im2col, pixel_index, reindex_channels_last
 from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
 
@@ -42,7 +42,7 @@ def _require_float32(sch: s_tir.Schedule, layout: str) -> None:
 def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     """Reindex the NCHW float32 convolution's block "conv" into a GEMM block (loops: output channel, (image, pixel),
     (c, r, s); see the module docstring), the output copy "Y_reindex" into the same (m, n) order."""
-    blk, ext = _conv_block(sch, "NCHW")
+    blk, ext = conv_block(sch, "NCHW")
     _require_float32(sch, "NCHW")
     r, s = ext["r"], ext["s"]
     column = pixel_index(ext)
@@ -70,7 +70,7 @@ def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
 def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
     """Reindex the NHWC float32 convolution's block "conv" into a GEMM block (loops: pixel, output channel, k; see
     ``implicit_gemm``), the output copy "Y_reindex" into the same (m, n) order."""
-    blk, ext = _conv_block(sch, "NHWC")
+    blk, ext = conv_block(sch, "NHWC")
     _require_float32(sch, "NHWC")
     reindex_channels_last(sch, blk, ext, channel_block=channel_block, filter_nk=False)
     sch.transform_block_layout(sch.get_sblock("Y_reindex"), lambda b, y, x, f: (pixel_index(ext)(b, y, x), f))
@@ -119,7 +119,7 @@ def _b_is_x(sch: s_tir.Schedule) -> bool:
     OH * OW a multiple of 4. Only then are four consecutive columns of B four consecutive, 16-byte aligned floats of
     X. (Elsewhere TVM may still prove them a vector, and emit a 16-byte cp.async from a misaligned or strided
     address: a shifted window with no padding predicate, stride 2, one pixel per image.)"""
-    blk, ext = _conv_block(sch, "NCHW")
+    blk, ext = conv_block(sch, "NCHW")
     xp = sch.get(blk).reads[0].source.shape
     return ext["r"] == ext["s"] == 1 and (int(xp[2]), int(xp[3])) == (ext["oh"], ext["ow"]) \
         and ext["oh"] * ext["ow"] % 4 == 0

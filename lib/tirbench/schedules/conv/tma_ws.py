@@ -21,38 +21,66 @@ channel (K), k = (kernel row, kernel column, 64-channel block). Per k tile:
   beside B's on the same ``arrive.expect_tx`` (rows past the last pixel are zero-filled by the TMA unit), and the
   kernel is v9's GEMM with a half C.
 
-The consumer warpgroups are v9's (``gemm.tma_ws.consume``), with a proxy fence before their wgmma where the tile was
-written by ``cp.async`` (the generic proxy): wgmma reads it through the async proxy. Their epilogue rounds the
-fp32 accumulators to half and stores two channels per store, skipping rows past the last pixel, so any N, H, W
-(GEMM_M need not divide the tile); C must be a multiple of 64 and K of the block's columns (one-line errors).
+The kernel is composed from the pieces it shares with v9 (``gemm.warp_specialized``): the shared-memory ring and
+its barriers (``smem_ring``), the consumers' main loop (``consumer_mainloop``, with a proxy fence before their wgmma
+where the tile was written by ``cp.async``, the generic proxy: wgmma reads it through the async proxy), the
+epilogues from the registers (``register_epilogue``: two channels per store, skipping rows past the last pixel, so
+any N, H, W: GEMM_M need not divide the tile) and by TMA (``tma_store_epilogue``), and for ``a_by_tma`` v9's producer
+(``tma_producer``); its own piece is the gather producer (``gather_producer``). The int8 NC/32HW32 form
+(``conv2d_int8_tma_ws``) differs from the fp16 NHWC one in the facts of ``Form`` (element and accumulator types,
+channels per k tile), the tensors' shapes (``tensor_shapes``), how the filter's k tiles arrive (``filter_loader``)
+and the requantizing epilogue (``output_writer``). C must be a multiple of the k tile and K of the block's columns
+(one-line errors).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
 import tvm_ffi
 from tvm import s_tir, tirx
-from tvm.sym.pattern import detect_linear_equation
-from tvm.backend.cuda.lang import Pipeline, SMEMPool
 from tvm.ir import IRModule
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
+from tvm.sym.pattern import detect_linear_equation
 
 from tirbench.core.lowering import TIRX_KERNEL
 from tirbench.schedules.common.checks import require_divides
-from tirbench.schedules.conv.direct import _conv_block
-from tirbench.schedules.gemm import tma_ws
-from tirbench.schedules.intrinsics import wgmma
+from tirbench.schedules.conv.direct import conv_block
+from tirbench.schedules.gemm.tma_ws import require_v9
+from tirbench.schedules.gemm.warp_specialized import (CONSUMER_REGS, PRODUCER_REGS, TILE_K, consumer_mainloop,
+                                                      epilogue_done, register_epilogue, smem_ring, tma_producer,
+                                                      tma_store_epilogue)
 from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 PRODUCERS = 128  # threads of the producer warpgroup
-_CHUNKS = 8  # 16-byte copies per 128-byte row (64 halves or 128 int8 channels: one k tile)
+CHUNKS = 8  # 16-byte copies per 128-byte row (64 halves or 128 int8 channels: one k tile)
 LANES = 32  # channels per group of the int8 layout NC/32HW32
+
+
+@dataclass(frozen=True)
+class Form:
+    """What tells the kernel's two forms apart, fp16 NHWC and int8 NC/32HW32 (``FORMS``): the rest is one code."""
+
+    elem: str  # X's, W's and Y's elements
+    acc: str  # the accumulator registers (int8: the int32 sums' bits in uint32 registers, as wgmma writes them)
+    tile_c: int  # input channels per k tile: one 128-byte row
+    chunk: int  # elements per 16-byte copy
+
+    @property
+    def int8(self) -> bool:
+        """The int8 form: X and Y in NC/32HW32, B's shared tile K-major (wgmma's 8-bit operands are), Y requantized."""
+        return self.elem == "int8"
+
+
+FORMS = {"float16": Form("float16", "float32", TILE_K, 8), "int8": Form("int8", "uint32", 128, 16)}
 
 
 def conv_geometry(sch: s_tir.Schedule, layout: str) -> dict[str, int]:
     """n, h, w, c, k, r, s, oh, ow, stride and pad of the ``layout`` ("NHWC" or "NCHW32") convolution in ``sch``
     (one-line error for another): extents from block "conv", H and W from X, the padding from Xp, the stride from
     the window's row index."""
-    blk, ext = _conv_block(sch, layout)
+    blk, ext = conv_block(sch, layout)
     y_axis = 1 if layout == "NHWC" else 2
     x_shape = [int(d) for d in sch.get(sch.get_sblock("pad")).reads[0].source.shape]
     block = sch.get(blk)
@@ -75,99 +103,178 @@ def epilogue_ops(sch: s_tir.Schedule) -> tuple[bool, bool]:
     return any(region.source.name == "Res" for region in block.reads), relu
 
 
-def _require(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, consumers: int,
-             persistent_ctas: int, lanes: int, dtype: str, a_by_tma: bool = False, tma_store: bool = False) -> None:
+def require_conv_ws(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, consumers: int,
+                    persistent_ctas: int, lanes: int, dtype: str, a_by_tma: bool = False,
+                    tma_store: bool = False) -> None:
     """v9's checks on the GEMM (N = K output channels, 128-byte k tiles) plus the convolution's: the input
     channels in whole k tiles (64 halves; 128 int8 channels, four groups of the NC/32HW32 layout); ``a_by_tma``: a
     1x1 layer of stride 1 without padding; ``tma_store``: the store staging in shared memory too."""
     if a_by_tma and (geom["r"], geom["s"], geom["stride"], geom["pad"]) != (1, 1, 1, 0):
         raise ValueError(f"a_by_tma: the input is the im2col matrix only for a 1x1 layer of stride 1 without "
                          f"padding, not {geom['r']}x{geom['s']} stride {geom['stride']} pad {geom['pad']}")
-    tile_c = 128 if dtype == "int8" else tma_ws.TILE_K
-    require_divides(geom["c"], tile_c, param="the k tile (channels)", axis="c (input channels)")
+    form = FORMS[dtype]
+    require_divides(geom["c"], form.tile_c, param="the k tile (channels)", axis="c (input channels)")
     if lanes not in (1, 2, 4, 8):
         raise ValueError(f"lanes={lanes}: the producer threads sharing an im2col row must be 1, 2, 4 or 8")
     m = geom["n"] * geom["oh"] * geom["ow"]
     m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
-    tma_ws.require_v9(m_padded, geom["k"], geom["r"] * geom["s"] * geom["c"] // (2 if dtype == "int8" else 1),
-                      "float16", block_tile=block_tile, stages=stages, consumers=consumers,
-                      persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store)
+    k_halves = geom["r"] * geom["s"] * geom["c"] // form.tile_c * TILE_K  # the GEMM's k in 2-byte units
+    require_v9(m_padded, geom["k"], k_halves, "float16", block_tile=block_tile, stages=stages, consumers=consumers,
+               persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store)
 
 
-def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
-            persistent_ctas: int, lanes: int, l1_gather: bool, residual: bool = False,
-            relu: bool = False, a_by_tma: bool = False, tma_store: bool = False, krsc: bool = False) -> tirx.PrimFunc:
-    """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half (``a_by_tma``: both tiles by
-    TMA, a 1x1 layer; ``tma_store``: Y, as the [N*OH*OW, K] matrix, stored by v9's TMA-store epilogue); or int8
-    NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``, ``relu``; ``krsc``: the filter
-    stored (K, R, S, C), its k tiles by TMA)."""
-    n, h, w, c, k, r, s, oh, ow, stride, pad = (geom[a] for a in
-                                                ("n", "h", "w", "c", "k", "r", "s", "oh", "ow", "stride", "pad"))
-    int8 = dtype == "int8"
+class Tensors(NamedTuple):
+    """The kernel's tensors' shapes, and where X's pixels lie in it (elements of one image; between two pixels)."""
+
+    x: tuple[int, ...]
+    w: tuple[int, ...]
+    y: tuple[int, ...]
+    image_size: int
+    pixel_size: int
+
+
+def tensor_shapes(geom: dict[str, int], form: Form, krsc: bool) -> Tensors:
+    """X, W and Y as the workload stores them: NHWC, (R, S, C, K), NHWC for fp16; NC/32HW32, (K, C/32, R, S, 32) or
+    (``krsc``) (K, R, S, C), NC/32HW32 for int8."""
+    n, h, w, c, k, r, s, oh, ow = (geom[a] for a in ("n", "h", "w", "c", "k", "r", "s", "oh", "ow"))
+    if form.int8:
+        cg, kg = c // LANES, k // LANES
+        return Tensors((n, cg, h, w, LANES), (k, r, s, c) if krsc else (k, cg, r, s, LANES), (n, kg, oh, ow, LANES),
+                       cg * h * w * LANES, LANES)
+    return Tensors((n, h, w, c), (r, s, c, k), (n, oh, ow, k), h * w * c, c)
+
+
+def _copy(l1_gather: bool):
+    """The 16-byte ``cp.async`` of the gathers: through L1 (``.ca``) or L2 only (``.cg``)."""
+    return T.ptx.cp.async_.ca.shared.global_ if l1_gather else T.ptx.cp.async_.cg.shared.global_
+
+
+def filter_loader(geom: dict[str, int], form: Form, *, krsc: bool, bn: int, lanes: int, l1_gather: bool):
+    """How the filter's k tile reaches the ring, as a TIRx inline function
+    ``load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid)`` run by the producer warpgroup's threads for stage ``st``,
+    tap (``ry``, ``rx``), channels from ``c0``, output channels from ``n0``: one TMA copy by thread 0 (fp16's
+    row-major [64, bn] tile; int8's K-major [bn, 128] tile of a (K, R, S, C) filter), or for the int8 (K, C/32, R,
+    S, 32) filter a gather like A's (its k tile has no 128 contiguous bytes). Returns (``load_b``, whether it is by
+    TMA: its thread 0 then arrives on the stage's *full* barrier besides the gathering threads)."""
+    k, r, s, c = (geom[a] for a in ("k", "r", "s", "c"))
+    tile_c, elem, b_bytes = form.tile_c, form.elem, bn * 128
+    rows_per_pass, per_lane = PRODUCERS // lanes, CHUNKS // lanes
+    b_passes = bn // rows_per_pass  # filter rows per producer thread
+    w_row = c // LANES * r * s * LANES  # one filter (output channel)
+    copy = _copy(l1_gather)
+
+    @T.inline
+    def krsc_by_tma(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid):
+        if tid == 0:  # one TMA copy of the K-major [bn, 128] tile: 128 channels of tap (r, s) of bn filters
+            Wv = T.decl_buffer((k, r * s * c), elem, data=Wt.data)
+            col: T.let = (ry * s + rx) * c + c0
+            ring.full.arrive(st, b_bytes)
+            Tx.copy_async(B_s[st, :, :], Wv[n0:n0 + bn, col:col + tile_c], dispatch="tma_auto",
+                          mbar=ring.full.ptr_to([st]))
+
+    @T.inline
+    def gathered(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid):
+        for p in T.unroll(b_passes):  # K-major rows of four 32-byte channel groups, R * S * 32 bytes apart
+            for q in T.unroll(per_lane):
+                copy(B_s.ptr_to([st, tid // lanes + p * rows_per_pass, (tid % lanes * per_lane + q) * 16]),
+                     Wf.ptr_to([(n0 + tid // lanes + p * rows_per_pass) * w_row + (ry * s + rx) * LANES
+                                + (c0 // LANES + (tid % lanes * per_lane + q) // 2) * (r * s * LANES)
+                                + (tid % lanes * per_lane + q) % 2 * 16]), 16)
+
+    @T.inline
+    def rsck_by_tma(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid):
+        if tid == 0:  # one TMA copy of the row-major [64, bn] tile
+            ring.full.arrive(st, b_bytes)
+            Tx.copy_async(B_s[st, :, :], Wt[ry, rx, c0:c0 + tile_c, n0:n0 + bn], dispatch="tma_auto",
+                          mbar=ring.full.ptr_to([st]))
+
+    if not form.int8:
+        return rsck_by_tma, True
+    return (krsc_by_tma, True) if krsc else (gathered, False)
+
+
+def gather_producer(geom: dict[str, int], form: Form, tensors: Tensors, load_b, *, block_tile: tuple[int, int],
+                    stages: int, tiles: int, grid: int, lanes: int, l1_gather: bool):
+    """The producer warpgroup's loop when A is gathered (module docstring), as a TIRx inline function
+    ``gather(A_s, B_s, Xf, Wt, Wf, ring, cta, tid)``: per output tile of block ``cta``, each thread's pixels (image,
+    top-left tap: ``lanes`` threads a row) once; per k tile, wait for the stage to be empty, ``load_b`` the filter's
+    tile, copy the thread's chunks of its rows' 128 bytes (zero-filled in the padding and past the last pixel) and
+    arrive on the stage's *full* barrier when they land."""
+    n, h, w, c, r, s, oh, ow, stride, pad = (geom[a] for a in
+                                             ("n", "h", "w", "c", "r", "s", "oh", "ow", "stride", "pad"))
     bm, bn = block_tile
-    m = n * oh * ow
-    tile_c = 128 if int8 else tma_ws.TILE_K  # channels per k tile: one 128-byte row
+    m, tile_c, chunk = n * oh * ow, form.tile_c, form.chunk
     c_blocks = c // tile_c
-    k_tiles = r * s * c_blocks
-    m_tiles = -(-m // bm)
-    tiles = m_tiles * (k // bn)
-    grid = persistent_ctas or tiles
+    k_tiles, m_tiles = r * s * c_blocks, -(-m // bm)
     rounds = -(-tiles // grid)
     rows_per_pass = PRODUCERS // lanes
     passes = -(-bm // rows_per_pass)  # im2col rows per producer thread
-    per_lane = _CHUNKS // lanes  # 16-byte chunks of a row per thread
-    copy = T.ptx.cp.async_.ca.shared.global_ if l1_gather else T.ptx.cp.async_.cg.shared.global_
-    a_bytes, b_bytes = bm * 128, bn * 128
-    consume = tma_ws.consumer(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes,
-                              proxy_fence=not a_by_tma, dtype=dtype)
-    produce = tma_ws.producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
-                              k_tiles=k_tiles)  # a_by_tma
-    epilogue = tma_ws.tma_store_epilogue(bn=bn, out_dtype="float16")  # tma_store (fp16 only)
-    cg, kg = c // LANES, k // LANES
+    per_lane = CHUNKS // lanes  # 16-byte chunks of a row per thread
+    copy = _copy(l1_gather)
+    image_size, pixel_size = tensors.image_size, tensors.pixel_size
     plane = h * w * LANES  # int8: one channel group of one image
-    if int8:
-        x_shape, y_shape = (n, cg, h, w, LANES), (n, kg, oh, ow, LANES)
-        w_shape = (k, r, s, c) if krsc else (k, cg, r, s, LANES)
-        image_size, pixel_size = cg * plane, LANES
-    else:
-        x_shape, w_shape, y_shape = (n, h, w, c), (r, s, c, k), (n, oh, ow, k)
-        image_size, pixel_size = h * w * c, c
-    elem, acc_dtype = ("int8", "uint32") if int8 else ("float16", "float32")
-    b_by_tma = krsc or not int8
-    # full-barrier arrivals per stage: one TMA thread (a_by_tma); else 128 gathering threads (+ B's TMA thread)
-    arrivals = 1 if a_by_tma else PRODUCERS + (1 if b_by_tma else 0)
 
     def chunk_offset(chunk: tirx.PrimExpr, c0: tirx.PrimExpr) -> tirx.PrimExpr:
         """Where 16-byte chunk ``chunk`` of a pixel's k tile starting at channel ``c0`` is, from the pixel's first
         element: fp16 8 channels further each; int8 16 lanes of group c0 / 32 + chunk // 2."""
-        if int8:
+        if form.int8:
             return (c0 // LANES + chunk // 2) * plane + chunk % 2 * 16
         return c0 + chunk * 8
 
-    b_passes = bn // rows_per_pass  # int8: filter rows per producer thread
-    w_row = cg * r * s * LANES  # int8: one filter (output channel)
-
     @T.inline
-    def load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, n0, tid):
-        if krsc:  # one TMA copy of the K-major [bn, 128] tile: 128 channels of tap (r, s) of bn filters
-            if tid == 0:
-                Wv = T.decl_buffer((k, r * s * c), elem, data=Wt.data)
-                col: T.let = (ry * s + rx) * c + c0
-                ring.full.arrive(st, b_bytes)
-                Tx.copy_async(B_s[st, :, :], Wv[n0:n0 + bn, col:col + tile_c], dispatch="tma_auto",
-                              mbar=ring.full.ptr_to([st]))
-        elif int8:  # K-major rows of four 32-byte channel groups, R * S * 32 bytes apart: gathered like A
-            for p in T.unroll(b_passes):
-                for q in T.unroll(per_lane):
-                    copy(B_s.ptr_to([st, tid // lanes + p * rows_per_pass, (tid % lanes * per_lane + q) * 16]),
-                         Wf.ptr_to([(n0 + tid // lanes + p * rows_per_pass) * w_row + (ry * s + rx) * LANES
-                                    + (c0 // LANES + (tid % lanes * per_lane + q) // 2) * (r * s * LANES)
-                                    + (tid % lanes * per_lane + q) % 2 * 16]), 16)
-        else:  # one TMA copy of the row-major [64, bn] tile
-            if tid == 0:
-                ring.full.arrive(st, b_bytes)
-                Tx.copy_async(B_s[st, :, :], Wt[ry, rx, c0:c0 + tile_c, n0:n0 + bn], dispatch="tma_auto",
-                              mbar=ring.full.ptr_to([st]))
+    def gather(A_s, B_s, Xf, Wt, Wf, ring, cta, tid):
+        image = T.alloc_local((passes,), "int32")  # per row: the pixel's image (-1: past the last pixel)
+        top = T.alloc_local((passes,), "int32")  # ... and the input row and column of its top-left tap
+        left = T.alloc_local((passes,), "int32")
+        for rnd in T.serial(rounds):
+            tile: T.let = cta + rnd * grid
+            if tile < tiles:
+                for p in T.unroll(passes):
+                    pixel: T.let = tile % m_tiles * bm + tid // lanes + p * rows_per_pass
+                    image[p] = T.Select(pixel < m, pixel // (oh * ow), -1)
+                    top[p] = pixel % (oh * ow) // ow * stride - pad
+                    left[p] = pixel % ow * stride - pad
+                for kt in T.serial(k_tiles):
+                    g: T.let = rnd * k_tiles + kt
+                    st: T.let = g % stages
+                    ry: T.let = kt // (s * c_blocks)
+                    rx: T.let = kt // c_blocks % s
+                    c0: T.let = kt % c_blocks * tile_c
+                    if g >= stages:
+                        ring.empty.wait(st, (g // stages - 1) % 2)
+                    load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, tile // m_tiles * bn, tid)
+                    for p in T.unroll(passes):
+                        row: T.let = tid // lanes + p * rows_per_pass
+                        iy: T.let = top[p] + ry
+                        ix: T.let = left[p] + rx
+                        inside: T.let = image[p] >= 0 and iy >= 0 and iy < h and ix >= 0 and ix < w
+                        src: T.let = T.Select(inside, image[p] * image_size + (iy * w + ix) * pixel_size, 0)
+                        if row < bm:
+                            for q in T.unroll(per_lane):
+                                copy(A_s.ptr_to([st, row, (tid % lanes * per_lane + q) * chunk]),
+                                     Xf.ptr_to([src + chunk_offset(tid % lanes * per_lane + q, c0)]), 16,
+                                     T.Select(inside, T.uint32(16), T.uint32(0)))
+                    T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(ring.full.ptr_to([st]))
+
+    return gather
+
+
+class Outputs(NamedTuple):
+    """What the register epilogue writes to: Y, Y flat, and the int8 epilogue's bias, scale and residual."""
+
+    y: Any
+    y_flat: Any
+    bias: Any
+    scale: Any
+    res: Any
+
+
+def output_writer(geom: dict[str, int], form: Form, *, residual: bool, relu: bool):
+    """The register epilogue's ``put(out, acc, pixel, col, reg)`` (``register_epilogue``; ``out``: ``Outputs``):
+    fp16 rounds two fp32 accumulators to half and stores them as one 4-byte store into Y; int8 applies
+    ``conv2d_int8``'s epilogue to each (bias, scale, rounding, the residual and ReLU where the module has them,
+    saturation) and stores it at its place in NC/32HW32."""
+    k, oh, ow = geom["k"], geom["oh"], geom["ow"]
 
     def requantize(acc_value: tirx.PrimExpr, at: tuple, col: tirx.PrimExpr, Bias, Scale, Res) -> tirx.PrimExpr:
         """``conv2d_int8``'s epilogue on one int32 accumulator (bits in a uint32 register) of channel ``col``."""
@@ -180,15 +287,49 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         return T.Cast("int8", T.min(T.max(t, -128), 127))
 
     @T.inline
-    def store(Y, Yf, Bias, Scale, Res, acc, pixel, col, reg):
-        if int8:
-            for v in T.unroll(2):
-                at = T.meta_var((pixel // (oh * ow), (col + v) // LANES, pixel % (oh * ow) // ow, pixel % ow,
-                                 (col + v) % LANES))
-                Y[at] = requantize(acc[reg + v], at, col + v, Bias, Scale, Res)
-        else:
-            for v in T.vectorized(2):
-                Yf[pixel * k + col + v] = T.Cast("float16", acc[reg + v])
+    def put_requantized(out, acc, pixel, col, reg):
+        for v in T.unroll(2):
+            at = T.meta_var((pixel // (oh * ow), (col + v) // LANES, pixel % (oh * ow) // ow, pixel % ow,
+                             (col + v) % LANES))
+            out.y[at] = requantize(acc[reg + v], at, col + v, out.bias, out.scale, out.res)
+
+    @T.inline
+    def put_half(out, acc, pixel, col, reg):
+        for v in T.vectorized(2):
+            out.y_flat[pixel * k + col + v] = T.Cast("float16", acc[reg + v])
+
+    return put_requantized if form.int8 else put_half
+
+
+def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
+                   persistent_ctas: int, lanes: int, l1_gather: bool, residual: bool = False, relu: bool = False,
+                   a_by_tma: bool = False, tma_store: bool = False, krsc: bool = False) -> tirx.PrimFunc:
+    """The TIRx kernel (module docstring): fp16 NHWC, Y = conv(X, W) rounded to half (``a_by_tma``: both tiles by
+    TMA, a 1x1 layer; ``tma_store``: Y, as the [N*OH*OW, K] matrix, stored by v9's TMA-store epilogue); or int8
+    NC/32HW32 with the requantizing epilogue of ``conv2d_int8`` (``residual``, ``relu``; ``krsc``: the filter
+    stored (K, R, S, C), its k tiles by TMA)."""
+    form = FORMS[dtype]
+    n, h, w, c, k, r, s, oh, ow = (geom[a] for a in ("n", "h", "w", "c", "k", "r", "s", "oh", "ow"))
+    bm, bn = block_tile
+    m = n * oh * ow
+    k_tiles, m_tiles = r * s * (c // form.tile_c), -(-m // bm)
+    tiles = m_tiles * (k // bn)
+    grid = persistent_ctas or tiles
+    rounds = -(-tiles // grid)
+    tensors = tensor_shapes(geom, form, krsc)
+    elem = form.elem
+    consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=bm * 128, b_bytes=bn * 128,
+                                proxy_fence=not a_by_tma, dtype=dtype)
+    produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
+                           k_tiles=k_tiles)  # a_by_tma
+    load_b, b_by_tma = filter_loader(geom, form, krsc=krsc, bn=bn, lanes=lanes, l1_gather=l1_gather)
+    gather = gather_producer(geom, form, tensors, load_b, block_tile=block_tile, stages=stages, tiles=tiles,
+                             grid=grid, lanes=lanes, l1_gather=l1_gather)
+    store_tma = tma_store_epilogue(bn=bn, out_dtype="float16")  # tma_store (fp16 only)
+    store_registers = register_epilogue(bn=bn, put=output_writer(geom, form, residual=residual, relu=relu), rows=m)
+    # full-barrier arrivals per stage: one TMA thread (a_by_tma); else 128 gathering threads (+ B's TMA thread)
+    arrivals = 1 if a_by_tma else PRODUCERS + (1 if b_by_tma else 0)
+    b_shape = (stages, bn, 128) if form.int8 else (stages, form.tile_c, bn)  # int8 B K-major, fp16 N-major
 
     @T.inline
     def body(X, Wt, Bias, Scale, Res, Y):
@@ -196,92 +337,51 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
         cta = T.cta_id([grid])
         wg = T.warpgroup_id([consumers + 1])
         tid = T.thread_id_in_wg([128])
-        Xf = T.decl_buffer((n * image_size,), elem, data=X.data)
+        Xf = T.decl_buffer((n * tensors.image_size,), elem, data=X.data)
         Wf = T.decl_buffer((k * r * s * c,), elem, data=Wt.data)
         Yf = T.decl_buffer((m * k,), elem, data=Y.data)
         Ym = T.decl_buffer((m, k), elem, data=Y.data)  # fp16: Y as the [N*OH*OW, K] matrix the TMA store writes
-        pool = T.meta_var(SMEMPool())
-        A_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bm, 128 // (1 if int8 else 2)), elem))
-        B_s = T.meta_var(pool.alloc_tcgen05_mma_AB((stages, bn, 128) if int8 else (stages, tile_c, bn), elem))
-        staged = T.meta_var(tma_ws.staging_buffers(pool, consumers, elem) if tma_store else (None, None))
-        ring = T.meta_var(Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers))
-        pool.commit()
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
+        A_s, B_s, staged, ring = T.meta_var(smem_ring(a_shape=(stages, bm, form.tile_c), b_shape=b_shape, dtype=elem,
+                                                      stages=stages, consumers=consumers, arrivals=arrivals,
+                                                      staging=elem if tma_store else None))
         if wg == consumers:  # the producer warpgroup
-            T.ptx.setmaxnreg.dec.sync.aligned.u32(tma_ws.PRODUCER_REGS)
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
             if a_by_tma:  # one thread: v9's loads, from X and W viewed as the [N*H*W, C] and [C, K] matrices
                 Xm = T.decl_buffer((n * h * w, c), elem, data=X.data)
                 Wm = T.decl_buffer((c, k), elem, data=Wt.data)
                 if tid == 0:
                     produce(A_s, B_s, Xm, Wm, ring, cta)
-            else:  # B by TMA (fp16), A gathered by the 128 threads
-                image = T.alloc_local((passes,), "int32")  # per row: the pixel's image (-1: past the last pixel)
-                top = T.alloc_local((passes,), "int32")  # ... and the input row and column of its top-left tap
-                left = T.alloc_local((passes,), "int32")
-                for rnd in T.serial(rounds):
-                    tile: T.let = cta + rnd * grid
-                    if tile < tiles:
-                        for p in T.unroll(passes):
-                            pixel: T.let = tile % m_tiles * bm + tid // lanes + p * rows_per_pass
-                            image[p] = T.Select(pixel < m, pixel // (oh * ow), -1)
-                            top[p] = pixel % (oh * ow) // ow * stride - pad
-                            left[p] = pixel % ow * stride - pad
-                        for kt in T.serial(k_tiles):
-                            g: T.let = rnd * k_tiles + kt
-                            st: T.let = g % stages
-                            ry: T.let = kt // (s * c_blocks)
-                            rx: T.let = kt // c_blocks % s
-                            c0: T.let = kt % c_blocks * tile_c
-                            if g >= stages:
-                                ring.empty.wait(st, (g // stages - 1) % 2)
-                            load_b(B_s, Wt, Wf, ring, st, ry, rx, c0, tile // m_tiles * bn, tid)
-                            for p in T.unroll(passes):
-                                row: T.let = tid // lanes + p * rows_per_pass
-                                iy: T.let = top[p] + ry
-                                ix: T.let = left[p] + rx
-                                inside: T.let = image[p] >= 0 and iy >= 0 and iy < h and ix >= 0 and ix < w
-                                src: T.let = T.Select(inside, image[p] * image_size + (iy * w + ix) * pixel_size, 0)
-                                if row < bm:
-                                    for q in T.unroll(per_lane):
-                                        copy(A_s.ptr_to([st, row, (tid % lanes * per_lane + q) * (16 if int8 else 8)]),
-                                             Xf.ptr_to([src + chunk_offset(tid % lanes * per_lane + q, c0)]), 16,
-                                             T.Select(inside, T.uint32(16), T.uint32(0)))
-                            T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(ring.full.ptr_to([st]))
+            else:  # A gathered by the 128 threads, B by TMA or gathered too
+                gather(A_s, B_s, Xf, Wt, Wf, ring, cta, tid)
         else:  # consumer warpgroups: rows 64 * wg of the tile
-            T.ptx.setmaxnreg.inc.sync.aligned.u32(tma_ws.CONSUMER_REGS)
-            acc = T.alloc_local((bn // 2,), acc_dtype)
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
+            acc = T.alloc_local((bn // 2,), form.acc)
             a_base: T.let = T.cuda.cvta_generic_to_shared(A_s.ptr_to([0, 0, 0]))
             b_base: T.let = T.cuda.cvta_generic_to_shared(B_s.ptr_to([0, 0, 0]))
-            for rnd in T.serial(rounds):
+            for rnd in T.serial(rounds):  # as v9's, but its loop variable's name is in the CUDA, kept byte for byte
                 tile: T.let = cta + rnd * grid
                 if tile < tiles:
                     consume(acc, ring, a_base, b_base, rnd, wg, tid)
                     if tma_store:  # TMA writes no row past the last pixel
-                        epilogue(Ym, staged[0], staged[1], acc, tile % m_tiles * bm + wg * 64,
-                                 tile // m_tiles * bn, rnd, wg, tid)
+                        store_tma(Ym, staged[0], staged[1], acc, tile % m_tiles * bm + wg * 64, tile // m_tiles * bn,
+                                  rnd, wg, tid)
                     else:
-                        for t in T.unroll(bn // 16):  # the epilogue: two adjacent channels per thread and step
-                            for pair in T.unroll(4):
-                                row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
-                                pixel: T.let = tile % m_tiles * bm + wg * 64 + tid // 32 * 16 + row
-                                if pixel < m:
-                                    store(Y, Yf, Bias, Scale, Res, acc, pixel, tile // m_tiles * bn + 16 * t + col,
-                                          t * 8 + pair * 2)
+                        store_registers(Outputs(Y, Yf, Bias, Scale, Res), acc, tile % m_tiles * bm,
+                                        tile // m_tiles * bn, wg, tid)
             if tma_store:
-                tma_ws.epilogue_done(tid)
+                epilogue_done(tid)
 
-    if int8:
+    if form.int8:
         @T.prim_func
         def conv_int8_tma_ws(x: T.handle, wt: T.handle, bias: T.handle, scale: T.handle, res: T.handle,
                              y: T.handle):
             T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
-            X = T.match_buffer(x, x_shape, elem)
-            Wt = T.match_buffer(wt, w_shape, elem)
+            X = T.match_buffer(x, tensors.x, elem)
+            Wt = T.match_buffer(wt, tensors.w, elem)
             Bias = T.match_buffer(bias, (k,), "int32")
             Scale = T.match_buffer(scale, (k,), "float32")
-            Res = T.match_buffer(res, y_shape, elem)
-            Y = T.match_buffer(y, y_shape, elem)
+            Res = T.match_buffer(res, tensors.y, elem)
+            Y = T.match_buffer(y, tensors.y, elem)
             body(X, Wt, Bias, Scale, Res, Y)
 
         return conv_int8_tma_ws
@@ -289,9 +389,9 @@ def _kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], st
     @T.prim_func
     def conv_tma_ws(x: T.handle, wt: T.handle, y: T.handle):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
-        X = T.match_buffer(x, x_shape, elem)
-        Wt = T.match_buffer(wt, w_shape, elem)
-        Y = T.match_buffer(y, y_shape, elem)
+        X = T.match_buffer(x, tensors.x, elem)
+        Wt = T.match_buffer(wt, tensors.w, elem)
+        Y = T.match_buffer(y, tensors.y, elem)
         body(X, Wt, None, None, None, Y)
 
     return conv_tma_ws
@@ -313,9 +413,9 @@ def conv2d_nhwc_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
         raise ValueError(f"the TMA conv kernel takes float16 NHWC inputs, got a {dtype} workload")
     params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
               "lanes": lanes}
-    _require(geom, dtype="float16", a_by_tma=a_by_tma, tma_store=tma_store, **params)
-    return s_tir.Schedule(IRModule({"main": _kernel(geom, "float16", l1_gather=l1_gather, a_by_tma=a_by_tma,
-                                                    tma_store=tma_store, **params)}))
+    require_conv_ws(geom, dtype="float16", a_by_tma=a_by_tma, tma_store=tma_store, **params)
+    return s_tir.Schedule(IRModule({"main": conv_ws_kernel(geom, "float16", l1_gather=l1_gather, a_by_tma=a_by_tma,
+                                                           tma_store=tma_store, **params)}))
 
 
 def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
@@ -331,6 +431,6 @@ def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
     krsc = filter_layout_of(sch.mod) == "KRSC"
     params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
               "lanes": lanes}
-    _require(geom, dtype="int8", **params)
-    return s_tir.Schedule(IRModule({"main": _kernel(geom, "int8", l1_gather=l1_gather, residual=residual,
-                                                    relu=relu, krsc=krsc, **params)}))
+    require_conv_ws(geom, dtype="int8", **params)
+    return s_tir.Schedule(IRModule({"main": conv_ws_kernel(geom, "int8", l1_gather=l1_gather, residual=residual,
+                                                           relu=relu, krsc=krsc, **params)}))

@@ -8,7 +8,7 @@ from tvm import s_tir
 
 from tirbench.schedules.common.checks import require_divides
 from tirbench.schedules.common.tiling import pipeline, split_tile
-from tirbench.schedules.conv.direct import _conv_block
+from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import VECTOR, _inline_im2col, conv2d_as_gemm
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 from tirbench.schedules.intrinsics.wmma import WMMA_FRAGMENTS, wmma_intrins
@@ -95,7 +95,7 @@ def conv2d_wmma_design(sch: s_tir.Schedule, *, im: int) -> s_tir.Schedule:
     ik fragments go to shared memory (16-byte cp.async, rows padded by 8 halves, double-buffered), fragments are
     loaded per 16-deep step, C goes through shared memory to Y (rounded to half).
     """
-    _, ext = _conv_block(sch, "NHWC")
+    _, ext = conv_block(sch, "NHWC")
     cb = _channel_block(ext["c"])
     gemm_m, gemm_n = ext["n"] * ext["oh"] * ext["ow"], ext["k"]
     if im not in fragment_rows(gemm_m):
@@ -118,7 +118,7 @@ def conv2d_wmma_design(sch: s_tir.Schedule, *, im: int) -> s_tir.Schedule:
 
 def conv2d_wmma_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
     """``ScheduleFn`` body: one design space per fragment shape the workload's GEMM_M and GEMM_N admit."""
-    _, ext = _conv_block(sch, "NHWC")
+    _, ext = conv_block(sch, "NHWC")
     gemm_m, gemm_n = ext["n"] * ext["oh"] * ext["ow"], ext["k"]
     rows = [im for im in fragment_rows(gemm_m) if gemm_n % WMMA_FRAGMENTS[im] == 0]
     if not rows:

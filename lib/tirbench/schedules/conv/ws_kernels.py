@@ -65,22 +65,22 @@ def require_ws(kernel: str, geometry: dict, params: dict) -> None:
                    **{key: params[key] for key in ("block_tile", "stages", "consumers", "persistent_ctas",
                                                    "tma_store")})
     else:
-        from tirbench.schedules.conv.tma_ws import _require
+        from tirbench.schedules.conv.tma_ws import require_conv_ws
 
-        _require(geometry, dtype="float16", **{key: v for key, v in params.items() if key != "l1_gather"})
+        require_conv_ws(geometry, dtype="float16", **{key: v for key, v in params.items() if key != "l1_gather"})
 
 
 def ws_module(kernel: str, geometry: dict, params: dict) -> IRModule:
     """The TIRx kernel ``kernel`` with ``params`` for the workload of ``geometry``, as its helper builds it."""
     params = {**params, "block_tile": tuple(params["block_tile"])}
     if kernel == GEMM_WS:
-        from tirbench.schedules.gemm.tma_ws import _kernel
+        from tirbench.schedules.gemm.tma_ws import v9_kernel
 
-        func = _kernel(geometry["m"], geometry["n"], geometry["k"], out_dtype=geometry["out_dtype"], **params)
+        func = v9_kernel(geometry["m"], geometry["n"], geometry["k"], out_dtype=geometry["out_dtype"], **params)
     elif kernel == CONV_WS:
-        from tirbench.schedules.conv.tma_ws import _kernel
+        from tirbench.schedules.conv.tma_ws import conv_ws_kernel
 
-        func = _kernel(geometry, "float16", **params)
+        func = conv_ws_kernel(geometry, "float16", **params)
     else:
         raise ValueError(f"{SUBSTITUTE}: unknown kernel {kernel!r}")
     return IRModule({"main": func})

@@ -1,0 +1,232 @@
+"""The pieces Hopper's warp-specialized kernels are composed from, shared by v9 (``gemm.tma_ws``) and the
+warp-specialized convolution (``conv.tma_ws``), as CUTLASS composes its kernels from a collective main loop and an
+epilogue:
+
+- ``smem_ring``: the shared-memory ring (A and B tiles of ``stages`` stages in the 128-byte-swizzled layout wgmma
+  reads, the TMA-store staging) and its *full* / *empty* mbarriers (``lang.Pipeline``), committed and fenced;
+- ``tma_producer``: the producer thread's loop when both tiles come by TMA;
+- ``consumer_mainloop``: a consumer warpgroup's wgmma over the ring for one output tile;
+- ``register_epilogue``: the accumulators stored straight from the registers, two adjacent columns a store;
+- ``tma_store_epilogue`` (with ``staging_buffers``, ``epilogue_done``): the accumulators stored through shared memory
+  by TMA.
+
+Each is a TIRx inline function (or, for ``smem_ring``, a Python function called while the kernel is parsed) built for
+the kernel's tile sizes; the kernels keep their own loops over the output tiles and their own producers' loads.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tvm
+from tvm import tirx
+from tvm.backend.cuda.lang import Pipeline, SMEMPool
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from tirbench.schedules.intrinsics import wgmma
+
+#: k per stage: one 128-byte swizzle row of halves.
+TILE_K = 64
+ROWS_PER_CONSUMER = 64  # one wgmma's M
+PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 128 x 40 + 256 x 232 <= 64 K)
+K_STEP = 16  # halves per wgmma instruction
+STAGING_BYTES = 2 * ROWS_PER_CONSUMER * 128  # per consumer, the TMA-store epilogue's two 64 x 128-byte buffers
+
+
+def smem_ring(*, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str, stages: int, consumers: int,
+              arrivals: int = 1, staging: str | None = None) -> tuple:
+    """The shared memory of a warp-specialized kernel, called while its kernel is parsed (``T.meta_var``): the A and
+    B tiles of the ring (``a_shape``, ``b_shape``: stages first; 128B swizzle, 1024-aligned), the TMA-store staging
+    in ``staging`` (C's dtype; None: no TMA store), the *full* barriers (``arrivals`` arrivals a stage, the TMA
+    bytes besides) and the *empty* ones (one arrival per consumer), then the pool committed, fenced for the async
+    proxy and the block synchronised. Returns (A_s, B_s, (C_s, C_flat) or (None, None), ring)."""
+    pool = SMEMPool()
+    a_s = pool.alloc_tcgen05_mma_AB(a_shape, dtype)
+    b_s = pool.alloc_tcgen05_mma_AB(b_shape, dtype)
+    staged = staging_buffers(pool, consumers, staging) if staging else (None, None)
+    ring = Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers)
+    pool.commit()
+    T.evaluate(T.ptx.fence.proxy.async_.shared__cta())
+    T.evaluate(T.cuda.cta_sync())
+    return a_s, b_s, staged, ring
+
+
+def consumer_mainloop(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, proxy_fence: bool = False,
+             dtype: str = "float16"):
+    """A consumer warpgroup's main loop over one output tile, as a TIRx inline function
+    ``consume(acc, ring, a_base, b_base, rnd, wg, tid)``: per k tile, wait for the stage's *full* barrier, issue four
+    wgmma (m64n{bn}k16 f16, or for ``dtype="int8"`` m64n{bn}k32 s8 into int32 accumulators ``acc`` typed uint32:
+    32 bytes of k each; its 64 rows of A: ``wg``), commit, wait until the previous k tile's group has retired and
+    give that stage back (*empty*); at the end wait for all and give back the last stage.
+    The tiles are 128-byte swizzled rows: A K-major; B N-major in panels of 64 columns (fp16) or K-major (int8).
+    ``rnd``: the round of a persistent block (its k tiles continue the ring's running count); ``proxy_fence``: a
+    ``fence.proxy.async`` before the wgmma, for tiles written by ``cp.async`` (the generic proxy)."""
+    int8 = dtype == "int8"
+    if int8 and bn > 224:
+        wgmma.allow_integer_n256()
+    chain = getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{bn}k{32 if int8 else K_STEP}")
+    mma = chain.s32.s8.s8 if int8 else chain.f32.f16.f16
+    nregs = bn // 2
+    a_lbo, a_sbo = 16, 8 * wgmma.CORE_BYTES  # K-major A, 128-byte rows
+    if int8:  # K-major B, like A; a k step moves 32 bytes along the rows
+        b_lbo, b_sbo, b_step = a_lbo, a_sbo, 32
+    else:  # N-major B in panels of 64 columns; a k step is 16 rows down
+        b_lbo, b_sbo, b_step = TILE_K * wgmma.CORE_BYTES, 8 * wgmma.CORE_BYTES, K_STEP * 128
+    steps = 128 // 32  # k steps per 128-byte k tile: 16 halves or 32 int8 each
+
+    def issue(acc: tirx.Buffer, a_addr: tirx.PrimExpr, b_addr: tirx.PrimExpr, accumulate: tirx.PrimExpr):
+        """One wgmma from the shared addresses of its A rows and B k rows."""
+        regs = [acc[i] for i in range(nregs)]
+        a_desc = wgmma.descriptor(a_addr, a_lbo, a_sbo, "swizzle128")
+        b_desc = wgmma.descriptor(b_addr, b_lbo, b_sbo, "swizzle128")
+        if int8:  # integer wgmma: no scale or transpose immediates
+            return mma(*regs, a_desc, b_desc, accumulate)
+        return mma(*regs, a_desc, b_desc, accumulate, 1, 1, 0, 1)
+
+    @T.inline
+    def consume(acc, ring, a_base, b_base, rnd, wg, tid):
+        for kt in T.serial(k_tiles):
+            g: T.let = rnd * k_tiles + kt
+            s: T.let = g % stages
+            ring.full.wait(s, g // stages % 2)
+            if proxy_fence:
+                T.ptx.fence.proxy.async_.shared__cta()
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(steps):
+                T.evaluate(issue(acc, a_base + T.uint32(s * a_bytes) + T.uint32(wg * 64 * 128 + kk * 32),
+                                 b_base + T.uint32(s * b_bytes) + T.uint32(kk * b_step),
+                                 tirx.Or(kt > 0, kk > 0)))
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous k tile's group has retired ...
+            if kt > 0:
+                if tid == 0:  # ... so its stage goes back to the producer
+                    ring.empty.arrive((g + stages - 1) % stages)
+        T.ptx.wgmma.wait_group.sync.aligned(0)
+        if tid == 0:
+            ring.empty.arrive((rnd * k_tiles + k_tiles - 1) % stages)
+
+    return consume
+
+
+def store_chunk_columns(out_dtype: str) -> int:
+    """Columns of C per chunk of the TMA-store epilogue: one 128-byte (swizzle) row of ``out_dtype``."""
+    return 128 // (tvm.DataType(out_dtype).bits // 8)
+
+
+def staged_index(buf, row, col, out_dtype: str):
+    """Where element (``row``, ``col``) of staging buffer ``buf`` lies in ``C_flat``: the 128-byte swizzle that TMA
+    reads (16-byte chunk XOR row % 8), spelled out; ints or TIR expressions."""
+    ec = store_chunk_columns(out_dtype)
+    return (buf * ROWS_PER_CONSUMER + row) * ec + (col ^ (row % 8 * (ec // 8)))  # a 16-byte chunk: ec / 8 elements
+
+
+def tma_store_epilogue(*, bn: int, out_dtype: str):
+    """The consumers' epilogue through shared memory, as a TIRx inline function
+    ``epilogue(C, C_s, C_flat, acc, row0, col0, rnd, wg, tid)``: the warpgroup's 64 x ``bn`` accumulators go out in
+    chunks of one 128-byte row (``store_chunk_columns``), each written to one of the warpgroup's two staging buffers
+    (``C_s[2 * wg + b]``, 64 x chunk, 128-byte swizzled as TMA reads it), then one thread stores the chunk to
+    ``C[row0:, col0:]`` with one TMA copy (whole 128-byte lines; rows past C's end are not written) and goes on:
+    before a buffer is written again, ``cp.async.bulk.wait_group.read 1`` waits until the copy two chunks back has
+    read it, so a tile's last stores overlap the next tile's main loop. After the last tile the consumer waits for
+    all its copies (``epilogue_done``). The buffers are written through ``C_flat``, the same bytes unswizzled, the
+    swizzle spelled out (16-byte chunk XOR row % 8) so that each thread's two adjacent columns are one 4- or 8-byte
+    store (through ``C_s`` TVM cannot prove them adjacent and stores element by element); 8 rows x 16 bytes per warp
+    store, no bank conflicts."""
+    ec = store_chunk_columns(out_dtype)
+    chunks, groups = bn // ec, ec // 16
+
+    @T.inline
+    def epilogue(C, C_s, C_flat, acc, row0, col0, rnd, wg, tid):
+        for j in T.unroll(chunks):
+            b: T.let = (rnd * chunks + j) % 2
+            if tid == 0:
+                T.ptx.cp.async_.bulk.wait_group.read(1)
+            T.cuda.warpgroup_sync(1 + wg)
+            for t in T.unroll(groups):
+                for pair in T.unroll(4):
+                    row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
+                    r: T.let = tid // 32 * 16 + row
+                    at: T.let = staged_index(2 * wg + b, r, 16 * t + col, out_dtype)
+                    for v in T.vectorized(2):
+                        C_flat[at + v] = T.Cast(out_dtype, acc[(j * groups + t) * 8 + pair * 2 + v])
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.warpgroup_sync(1 + wg)
+            if tid == 0:
+                Tx.copy_async(C[row0:row0 + ROWS_PER_CONSUMER, col0 + j * ec:col0 + j * ec + ec], C_s[2 * wg + b, :, :],
+                              dispatch="tma_auto")
+                T.ptx.cp.async_.bulk.commit_group()
+
+    return epilogue
+
+
+def staging_buffers(pool: SMEMPool, consumers: int, out_dtype: str) -> tuple[tirx.Buffer, tirx.Buffer]:
+    """The TMA-store epilogue's buffers in ``pool``: ``C_s``, two per consumer of 64 rows x one 128-byte row,
+    swizzled as TMA reads them, and ``C_flat``, the same bytes as one flat buffer (``tma_store_epilogue``)."""
+    shape = (2 * consumers, ROWS_PER_CONSUMER, store_chunk_columns(out_dtype))
+    staged = pool.alloc_tcgen05_mma_AB(shape, out_dtype)
+    end = pool.offset
+    pool.move_base_to(end - consumers * STAGING_BYTES)  # the same bytes again, without the layout
+    flat = pool.alloc((shape[0] * shape[1] * shape[2],), out_dtype)
+    pool.move_base_to(end)
+    return staged, flat
+
+
+@T.inline
+def epilogue_done(tid):
+    """After a consumer's last tile: its thread 0 waits until every TMA store it issued has completed."""
+    if tid == 0:
+        T.ptx.cp.async_.bulk.wait_group(0)
+
+
+def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int):
+    """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
+    ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
+    tiles, ``m_tiles`` of them down M) and each of its k tiles, wait until the next stage of the ring is empty, expect
+    the bytes of both tiles on its *full* barrier and issue one TMA copy of A's [bm, 64] tile and one of B's [64, bn]
+    tile (A: m x k, B: k x n, row-major global buffers)."""
+    bm, bn = block_tile
+    rounds = -(-tiles // grid)
+    a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
+
+    @T.inline
+    def produce(A_s, B_s, A, B, ring, cta):
+        for r in T.serial(rounds):
+            tile: T.let = cta + r * grid
+            if tile < tiles:
+                for kt in T.serial(k_tiles):
+                    g: T.let = r * k_tiles + kt  # the ring's running count
+                    s: T.let = g % stages
+                    if g >= stages:
+                        ring.empty.wait(s, (g // stages - 1) % 2)
+                    ring.full.arrive(s, a_bytes + b_bytes)
+                    Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm,
+                                                  kt * TILE_K:kt * TILE_K + TILE_K],
+                                  dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                    Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
+                                                  tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                                  dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+
+    return produce
+
+
+def register_epilogue(*, bn: int, put: Callable, rows: int | None = None):
+    """The consumers' epilogue from the registers, as a TIRx inline function
+    ``epilogue(out, acc, row0, col0, wg, tid)``: for each 16-column tile of the warpgroup's 64 x ``bn`` accumulators
+    and each pair of adjacent columns a thread holds (``wgmma.element_of``), ``put(out, acc, row, col, reg)`` stores
+    ``acc[reg]`` and ``acc[reg + 1]`` at row ``row``, columns ``col`` and ``col + 1`` of the output ``out`` (``row0``,
+    ``col0``: the tile's first row and column); with ``rows``, only rows below it (the rows past the last pixel of a
+    convolution are not stored)."""
+
+    @T.inline
+    def epilogue(out, acc, row0, col0, wg, tid):
+        for t in T.unroll(bn // 16):  # two adjacent columns per thread and step
+            for pair in T.unroll(4):
+                row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
+                if rows is None:
+                    put(out, acc, row0 + wg * 64 + tid // 32 * 16 + row, col0 + 16 * t + col, t * 8 + pair * 2)
+                else:
+                    pixel: T.let = row0 + wg * 64 + tid // 32 * 16 + row
+                    if pixel < rows:
+                        put(out, acc, pixel, col0 + 16 * t + col, t * 8 + pair * 2)
+
+    return epilogue
