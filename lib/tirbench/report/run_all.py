@@ -236,7 +236,7 @@ def run_all(notebooks: list[Path], params: dict[str, object], root: Path) -> lis
         try:
             moved = execute(nb, out, scratch, root, params)
             outcomes.append(Outcome(nb.stem, time.monotonic() - t0))
-            print(f"[run-all] {nb.stem}: moved in {', '.join(moved)}", flush=True)
+            print(f"[run-all] {nb.stem}: moved in {', '.join(moved) or 'nothing'}", flush=True)
         except Exception as err:  # noqa: BLE001 - any failure of one notebook: note it, run the next
             outcomes.append(Outcome(nb.stem, time.monotonic() - t0, _one_line(err)))
             print(f"[run-all] {nb.stem} FAILED: {outcomes[-1].error}; its rows, figures, executed copy and report "
