@@ -6,7 +6,8 @@ An output tile of m x m pixels is computed from an alpha x alpha input tile (alp
 
 summed over the input channels. Summing over channels commutes with A^T[.]A, so the work is four steps:
 
-1. the filter transform U[xi, nu, c, k] = (G g_kc G^T)[xi, nu]: once per filter (untimed, as cuDNN's is);
+1. the filter transform U[xi, nu, c, k] = (G g_kc G^T)[xi, nu]: once per filter, ahead of time (untimed; cuDNN's
+   Winograd transforms its filter inside every call);
 2. the input transform V[xi, nu, c, p] = (B^T d_cp B)[xi, nu] of each tile p (the tiles overlap by 2 pixels;
    pixels outside the image, the padding and the edge tiles' overhang, are zeros);
 3. a batched GEMM: for each of the alpha^2 positions (xi, nu), M[xi, nu] = U[xi, nu]^T (K x C) @ V[xi, nu] (C x P);

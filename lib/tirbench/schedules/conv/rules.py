@@ -220,7 +220,8 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
 def winograd_forms(wl: Workload) -> list[Workload]:
     """The same layer computed by Winograd F(2x2, 3x3) and F(4x4, 3x3) (``conv2d_winograd``, family ``WINOGRAD``),
     where it applies: a float32 NCHW or NHWC 3x3 convolution of stride 1 and padding 1; else none. The filter
-    transform is outside the timed kernel (done once per filter, as for cuDNN's)."""
+    transform is outside the timed kernel (done once per filter, ahead of time; cuDNN's Winograd transforms its
+    filter inside every call, inside its time)."""
     z = wl.sizes
     if (wl.name, wl.dtype) != ("conv2d", "float32") or wl.layout not in ("NCHW", "NHWC") or \
             (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1):
