@@ -114,7 +114,7 @@ def test_swizzled_ldmatrix_phases_are_conflict_free(operand):
         conflict_free = True
         for phase in range(4):
             lanes = range(8 * phase, 8 * phase + 8)
-            pieces = [mma_int8._lane_piece(operand, tx) for tx in lanes]
+            pieces = [mma_int8.lane_piece(operand, tx) for tx in lanes]
             banks = _banks(offset(int(r), int(c), swizzled) for r, c in pieces)
             conflict_free &= banks == list(range(32))
         assert conflict_free == swizzled   # unswizzled: rows r and r + 4 share banks (2-way conflicts)

@@ -15,7 +15,7 @@ from test_any_shape import BoundsProof, lowered, unproven_accesses
 from tvm import s_tir, tirx
 
 from tirbench.core.cuda_source import device_source, nvcc_report
-from tirbench.schedules.conv.implicit_gemm import _channel_block, _input_fill, conv2d_nhwc_mma
+from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, default_channel_block, input_fill_block
 from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA
 from tirbench.workloads import conv2d
 
@@ -74,7 +74,7 @@ def test_any_channels_build_for_sm90a_and_stay_in_bounds(name, shape):
 def test_stem_reads_x_only_under_the_k_bound(name):
     sch, src = built(name, STEM)
     tile_k = HELPERS[name][2]
-    fill = sch.get(_input_fill(sch))
+    fill = sch.get(input_fill_block(sch))
     k = fill.iter_vars[1]
     assert int(k.dom.extent) == -(-147 // tile_k) * tile_k   # GEMM_K padded up to the k tile
     assert re.search(rf"T\.if_then_else\({k.var.name} < 147,", str(fill)), "the im2col fill does not bound k"
@@ -91,7 +91,7 @@ def test_stem_reads_x_only_under_the_k_bound(name):
     (3, 64, None, 3), (96, 64, None, 96), (96, 32, None, 32), (128, 64, None, 64), (96, 64, 32, 32)])
 def test_default_channel_block_is_the_k_tile_where_it_divides_c_else_c(c, tile_k, explicit, block):
     sch = s_tir.Schedule(fp16((1, c, 8, 8, 64, 3, 3, 1, 1)).mod)
-    assert _channel_block(sch, tile_k, explicit) == block
+    assert default_channel_block(sch, tile_k, explicit) == block
 
 
 def test_an_explicit_channel_block_must_divide_c_in_one_line():

@@ -207,7 +207,7 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
                vector: int, fragments: bool, stages: int, async_copy: bool, raster: int | s_tir.ExprRV,
                prefetch: str = "none", columns_outer: bool = False, a_k_major: bool = False, a_read: int = 0,
                b_fill_vector: int | None = None) -> None:
-    """The loop nest of ``gemm._simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``)
+    """The loop nest of ``gemm.simt._simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``)
     and the implicit-GEMM convolution (``tirbench.schedules.conv.direct``).
 
     ``rows`` / ``cols``: (block, warp, lane, *thread-tile loops) of m / n; ``k_loops``: (k tile, k in tile).

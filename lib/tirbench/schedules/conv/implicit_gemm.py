@@ -8,12 +8,12 @@ block, C[m, n] += A[m, k] * B[k, n] with
 - k = (kernel row, input-channel block, kernel column, channel in block): GEMM_K = R * S * C.
 
 A is the im2col matrix of the input and is never stored: once a helper has cached A's tile in shared memory,
-``_finish`` inlines the reindexing (and the zero padding) into that copy, so each shared-memory fill reads the input
-pixels straight from X, with a zero-fill predicate where the window hangs over the border. B is the filter (R, S, C,
-K) read as rows of k. The order of k keeps that fill fast: a ``channel_block`` equal to the helper's k tile makes
-every k tile one (kernel row, channel block, kernel column) with its channels contiguous, and puts the kernel row
-and column outside every division TVM's vectorizer must see through. (With the plain (row, column, channel) order,
-TVM cannot prove that the padding predicate is the same for 8 consecutive channels and falls back to 2-byte loads.)
+``finish_implicit_gemm`` inlines the reindexing (and the zero padding) into that copy, so each shared-memory fill reads
+the input pixels straight from X, with a zero-fill predicate where the window hangs over the border. B is the filter (R,
+S, C, K) read as rows of k. The order of k keeps that fill fast: a ``channel_block`` equal to the helper's k tile makes
+every k tile one (kernel row, channel block, kernel column) with its channels contiguous, and puts the kernel row and
+column outside every division TVM's vectorizer must see through. (With the plain (row, column, channel) order, TVM
+cannot prove that the padding predicate is the same for 8 consecutive channels and falls back to 2-byte loads.)
 
 Input channels the k tile does not divide (the 3-channel ResNet stem, 96-channel layers) take ``channel_block`` = C:
 k is then the plain (row, column, channel) order, GEMM_K = R * S * C, and the GEMM helper pads it up to the k tile
@@ -110,13 +110,13 @@ def reindex_channels_last(sch: s_tir.Schedule, blk: s_tir.SBlockRV, ext: dict[st
     sch.transform_layout(blk, ("write", 0), lambda b, y, x, f: (pixel(b, y, x), f))
 
 
-def _inline_im2col(sch: s_tir.Schedule) -> None:
+def inline_im2col(sch: s_tir.Schedule) -> None:
     """Once A and B are cached in shared memory: inline im2col, the filter reshape and the padding into the fills."""
     for name in ("Xp_reindex_reindex", "W_reindex_reindex", "pad"):
         sch.compute_inline(sch.get_sblock(name))
 
 
-def _input_fill(sch: s_tir.Schedule) -> s_tir.SBlockRV:
+def input_fill_block(sch: s_tir.Schedule) -> s_tir.SBlockRV:
     """The block that fills the im2col tile in shared memory ("Xp_reindex_shared.dyn", or "Xp_reindex_pad_shared.dyn"
     where the GEMM helper padded M)."""
     for name in ("Xp_reindex_shared.dyn", "Xp_reindex_pad_shared.dyn"):
@@ -125,30 +125,30 @@ def _input_fill(sch: s_tir.Schedule) -> s_tir.SBlockRV:
     raise RuntimeError("no im2col shared-memory fill: run a GEMM helper on conv2d_as_gemm's block first")
 
 
-def _finish(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR) -> s_tir.Schedule:
-    """After a GEMM helper: ``_inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
+def finish_implicit_gemm(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR) -> s_tir.Schedule:
+    """After a GEMM helper: ``inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
     (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads (``warps``: a count,
     or split factors where a design space samples it)."""
-    _inline_im2col(sch)
+    inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
-    sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
+    sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
     *_, vec = split_threads(sch, sch.fuse(*sch.get_loops(out)[1:]), warps, vector)
     sch.vectorize(vec)
     return sch
 
 
-def _l1_fill(sch: s_tir.Schedule, on: bool) -> None:
+def fill_through_l1(sch: s_tir.Schedule, on: bool) -> None:
     """With ``on``: the input's (im2col) shared-memory fill copies through L1 (``cp.async.ca``, ``lowering.L1_FILL``).
     A 3x3 window reads each input row three times in three consecutive k tiles (the kernel columns), so L1 can serve
     two of them; the filter's fill is read once per block and stays ``.cg``."""
     if on:
-        loops = sch.get_loops(_input_fill(sch))   # (..., copies, threadIdx.y, threadIdx.x, 16 B or pieces of it)
+        loops = sch.get_loops(input_fill_block(sch))   # (..., copies, threadIdx.y, threadIdx.x, 16 B or pieces of it)
         ty = max(i for i, loop in enumerate(loops) if getattr(sch.get(loop).thread_binding, "thread_tag", "")
                  == "threadIdx.y")
         sch.annotate(loops[ty - 1], lowering.L1_FILL, 1)
 
 
-def _channel_block(sch: s_tir.Schedule, tile_k: int, channel_block: int | None) -> int:
+def default_channel_block(sch: s_tir.Schedule, tile_k: int, channel_block: int | None) -> int:
     """``channel_block``, or by default the k tile where it divides the input channels, else all of them (C)."""
     if channel_block is not None:
         return channel_block
@@ -170,12 +170,12 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 
     Any input channels C: ``channel_block`` (default) is 64 where 64 divides C, else C, with GEMM_K = R * S * C
     zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C."""
-    conv2d_as_gemm(sch, channel_block=_channel_block(sch, 64, channel_block))
+    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, 64, channel_block))
     warps = block_tile[0] // 16
     _require_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
                   block="conv")
-    return _finish(sch, warps=warps)
+    return finish_implicit_gemm(sch, warps=warps)
 
 
 def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -186,9 +186,9 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     Any input channels C: ``channel_block`` (default) is ``tile_k`` where it divides C, else C, with GEMM_K =
     R * S * C zero-padded up to ``tile_k`` in the im2col fill (see the module docstring); an explicit one must
     divide C."""
-    conv2d_as_gemm(sch, channel_block=_channel_block(sch, tile_k, channel_block))
+    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, tile_k, channel_block))
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
-    return _finish(sch, warps=warps)
+    return finish_implicit_gemm(sch, warps=warps)

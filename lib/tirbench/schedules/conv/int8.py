@@ -13,7 +13,7 @@ from tvm import s_tir
 
 from tirbench.schedules.common.padding import C_ROW_PAD
 from tirbench.schedules.common.tiling import WARP
-from tirbench.schedules.conv.implicit_gemm import _inline_im2col, _input_fill, _l1_fill, conv2d_as_gemm
+from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block
 from tirbench.schedules.gemm.tensorcore import gemm_mma_int8
 from tirbench.schedules.intrinsics import mma_int8
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
@@ -25,16 +25,17 @@ INT8_VECTOR = 16
 
 
 def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
-    """``_finish`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation) per thread on
-    ``INT8_VECTOR`` channels of one pixel per pass, its memory traffic in registers. Before its passes a thread loads
-    its channels' bias and scale once (16-byte loads); per pass (unrolled, so the residual loads overlap) C's int32
-    values come in four 16-byte shared loads, the residual in one 16-byte load and Y leaves in one 16-byte store;
-    only the arithmetic is scalar (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and stores
-    included). C's shared rows are padded by 8 values so the accumulators' stores do not collide in one bank group."""
-    _inline_im2col(sch)
+    """``finish_implicit_gemm`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation)
+    per thread on ``INT8_VECTOR`` channels of one pixel per pass, its memory traffic in registers. Before its passes a
+    thread loads its channels' bias and scale once (16-byte loads); per pass (unrolled, so the residual loads overlap)
+    C's int32 values come in four 16-byte shared loads, the residual in one 16-byte load and Y leaves in one 16-byte
+    store; only the arithmetic is scalar (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and
+    stores included). C's shared rows are padded by 8 values so the accumulators' stores do not collide in one bank
+    group."""
+    inline_im2col(sch)
     _pad_c_rows(sch)
     out = sch.get_sblock("Yacc_reindex")
-    sch.reverse_compute_at(out, sch.get_loops(_input_fill(sch))[0])
+    sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
     m, n = sch.get_loops(out)[1:]
     per_row = int(sch.get(n).extent) // INT8_VECTOR
     mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])  # a pass covers warps * 32 / per_row pixels
@@ -93,7 +94,7 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     """The int8 NC/32HW32 implicit GEMM on ldmatrix + mma.sync m16n8k32: ``gemm_mma_int8`` (swizzled shared tiles,
     a ``stages``-deep cp.async pipeline) on the reindexed ``conv2d_int8``, its epilogue (bias, residual, ReLU,
     requantisation) applied as the int32 tile leaves shared memory. ``l1_fill``: the im2col fills cache in L1
-    (``_l1_fill``). A ``"KRS8C4"`` filter (module docstring): 4-lane channel blocks and 4-byte im2col copies,
+    (``fill_through_l1``). A ``"KRS8C4"`` filter (module docstring): 4-lane channel blocks and 4-byte im2col copies,
     which cache in L1 whatever ``l1_fill`` says."""
     narrow = filter_layout_of(sch.mod) == "KRS8C4"
     conv2d_as_gemm(sch, channel_block=NARROW_LANES if narrow else tile_k)
@@ -101,7 +102,7 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     _require_int8_epilogue(block_tile, warps)
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                   block="conv", a_copy=NARROW_LANES if narrow else mma_int8.CHUNK)
-    _l1_fill(sch, l1_fill)
+    fill_through_l1(sch, l1_fill)
     return _finish_int8(sch, warps=warps)
 
 
@@ -111,7 +112,7 @@ def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     """The int8 NC/32HW32 implicit GEMM on Hopper's warpgroup MMA (``wgmma ... .s32.s8.s8``): ``gemm_v8_wgmma`` on
     the reindexed ``conv2d_int8`` (swizzle128: 128-byte rows of k, ``tile_k`` = 128; ``"interleaved"`` for 64
     channels), its epilogue applied as the int32 tile leaves shared memory. ``l1_fill``: the im2col fills cache in
-    L1 (``_l1_fill``)."""
+    L1 (``fill_through_l1``)."""
     if filter_layout_of(sch.mod) == "KRS8C4":
         raise ValueError("the int8 wgmma kernel reads 16-byte channel runs: a 'KRS8C4' filter (4 lanes per tap) "
                          "takes conv2d_int8_mma")
@@ -120,5 +121,5 @@ def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     _require_int8_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster, layout=layout,
                   overlap=overlap, block="conv")
-    _l1_fill(sch, l1_fill)
+    fill_through_l1(sch, l1_fill)
     return _finish_int8(sch, warps=warps)

@@ -30,7 +30,8 @@ from tvm.tirx import IndexMap
 
 from tirbench.schedules.common.tiling import has_block
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.conv.implicit_gemm import _channel_block, _inline_im2col, pixel_index, reindex_channels_last
+from tirbench.schedules.conv.implicit_gemm import (default_channel_block, inline_im2col, pixel_index,
+                                                  reindex_channels_last)
 from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
 
 
@@ -80,7 +81,7 @@ def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
 def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:
     """After the GEMM helper: im2col, the filter reshape and the padding into the shared fills, the output copy
     into the register write-back (Y stored straight from registers)."""
-    _inline_im2col(sch)
+    inline_im2col(sch)
     sch.reverse_compute_inline(sch.get_sblock("Y_reindex"))
     return sch
 
@@ -94,7 +95,7 @@ def conv2d_nhwc_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     Tiles, warps, ``stages``, ``raster``, ``prefetch`` and ``columns_outer`` mean what they mean for
     ``gemm_v5_warp_tiled``; any shape (see the module docstring). ``channel_block`` (default ``tile_k`` where it
     divides C, else C) orders k as in ``implicit_gemm``; an explicit one must divide C."""
-    nhwc_as_gemm(sch, channel_block=_channel_block(sch, tile_k, channel_block))
+    nhwc_as_gemm(sch, channel_block=default_channel_block(sch, tile_k, channel_block))
     gemm_v5_warp_tiled(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
                        stages=stages, raster=raster, prefetch=prefetch, columns_outer=columns_outer, block="conv")
     return _finish(sch)

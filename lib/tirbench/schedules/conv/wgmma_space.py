@@ -64,7 +64,7 @@ from tirbench.schedules.conv.ws_kernels import (CONV_WS, GEOMETRY, PIPELINE, PIP
 from tirbench.schedules.common.padding import Padding, pad_to_tiles
 from tirbench.schedules.common.tiling import (MAX_SHARED_BYTES, REGISTERS_PER_SM, SampledTile, Warps, gemm_block,
                                               has_block)
-from tirbench.schedules.gemm.warpgroup import _require_wgmma_tiles, tensorize_wgmma, wgmma_nest
+from tirbench.schedules.gemm.warpgroup import require_wgmma_tiles, tensorize_wgmma, wgmma_nest
 from tirbench.schedules.intrinsics import wgmma
 from tirbench.workloads.base import Workload
 
@@ -168,12 +168,13 @@ def conv2d_wgmma_design(sch: s_tir.Schedule) -> s_tir.Schedule:
     """The fp16 NHWC convolution's design: ``conv2d_nhwc_wgmma``'s implicit GEMM (channel blocks of 64 where 64
     divides C, else C) with the sampled v8 kernel (``"swizzle128"``, as there), C written out through the same
     epilogue, or the warp-specialized kernel (the sampled pipeline, see the module docstring)."""
-    from tirbench.schedules.conv.implicit_gemm import _channel_block, _finish, conv2d_as_gemm
+    from tirbench.schedules.conv.implicit_gemm import (conv2d_as_gemm, default_channel_block,
+                                                      finish_implicit_gemm)
 
     geometry = _geometry(sch)
-    conv2d_as_gemm(sch, channel_block=_channel_block(sch, TILE_K, None))
+    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, TILE_K, None))
     warps = _design(sch, "conv", "swizzle128", geometry=geometry)
-    return _finish(sch, warps=warps)
+    return finish_implicit_gemm(sch, warps=warps)
 
 
 def wgmma_space(sch: s_tir.Schedule) -> list[s_tir.Schedule]:
@@ -241,7 +242,7 @@ def finish_wgmma(sch: s_tir.Schedule) -> bool:
         if bn // 2 + REGISTERS_BESIDES_ACCUMULATORS > min(255, REGISTERS_PER_SM // (2 * bm)):
             return False  # 256 x 256: ptxas gives up ("Insufficient registers"), a build failure on the GPU host
         try:  # the tiles divide by construction; what is left to check is the combination drawn
-            _require_wgmma_tiles((bm, bn, tile_k), "float16", block_tile=(bm, bn), tile_k=tile_k, stages=stages,
+            require_wgmma_tiles((bm, bn, tile_k), "float16", block_tile=(bm, bn), tile_k=tile_k, stages=stages,
                                  raster=1, layout=layout, overlap=overlap)
         except ValueError:
             return False
@@ -265,9 +266,9 @@ def _gemm_extents(wl: Workload) -> tuple[int, int]:
     sch = s_tir.Schedule(wl.mod)
     block = "C"
     if has_block(sch, "conv"):
-        from tirbench.schedules.conv.implicit_gemm import _channel_block, conv2d_as_gemm
+        from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
 
-        conv2d_as_gemm(sch, channel_block=_channel_block(sch, TILE_K, None))
+        conv2d_as_gemm(sch, channel_block=default_channel_block(sch, TILE_K, None))
         block = "conv"
     _, m, n, _ = gemm_block(sch, block)
     return -(-m // ROWS_UNIT) * ROWS_UNIT, -(-n // COLUMNS.unit) * COLUMNS.unit

@@ -9,7 +9,7 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import require_divides
 from tirbench.schedules.common.tiling import pipeline, split_tile
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.conv.implicit_gemm import VECTOR, _inline_im2col, conv2d_as_gemm
+from tirbench.schedules.conv.implicit_gemm import VECTOR, conv2d_as_gemm, inline_im2col
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 from tirbench.schedules.intrinsics.wmma import WMMA_FRAGMENTS, wmma_intrins
 
@@ -108,7 +108,7 @@ def conv2d_wmma_design(sch: s_tir.Schedule, *, im: int) -> s_tir.Schedule:
     _stage_cooperative_tiles(sch, tile, ok)
     _tensorize_fragments(sch, tile, (ok, ik, warp), names, im, fn)
     pipeline(sch, ok, 2, async_copy=True)
-    _inline_im2col(sch)
+    inline_im2col(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, bn)
     sch.fuse(*sch.get_loops(out)[-2:])  # 4 floats a thread: VerifyGPUCode refuses vectors over 16 bytes

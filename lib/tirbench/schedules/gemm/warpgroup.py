@@ -40,7 +40,7 @@ def _wgmma_dtype(sch: s_tir.Schedule, blk: s_tir.SBlockRV) -> str:
     return dtype
 
 
-def _require_wgmma_tiles(mnk: tuple[int, int, int], dtype: str, *, block_tile: tuple[int, int], tile_k: int,
+def require_wgmma_tiles(mnk: tuple[int, int, int], dtype: str, *, block_tile: tuple[int, int], tile_k: int,
                          stages: int, raster: int, layout: str, overlap: bool) -> int:
     """The one-line checks of v8 (tiles divide the problem, whole warpgroups of 64 rows, at most one wgmma's N,
     whole 32-byte k steps, the layout's row, the fetch even over the threads, the pipeline in shared memory);
@@ -162,7 +162,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     bm, bn = block_tile
     pads = c_scope != "global" or dtype == "float16"  # an int8 C in global memory (no caller) keeps its shape
     mnk = padded_extents(sch, block, (bm, bn, tile_k), TILE_PARAMS) if pads else (m, n, k)  # checked as padded
-    warps = _require_wgmma_tiles(mnk, dtype, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster,
+    warps = require_wgmma_tiles(mnk, dtype, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster,
                                  layout=layout, overlap=overlap)
     padding = pad_gemm(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
     _, ko, acc, _ = wgmma_nest(sch, block, dtype=dtype, layout=layout, bn=bn, tile_k=tile_k, warps=warps,

@@ -32,7 +32,7 @@ def swizzle(row: tirx.PrimExpr, k: tirx.PrimExpr) -> tuple[tirx.PrimExpr, ...]:
     return k // PANEL, row, (((k % PANEL) // CHUNK) ^ ((row // 4) % 2)) % 2, k % CHUNK
 
 
-def _lane_piece(operand: str, tx: tirx.PrimExpr) -> tuple[tirx.PrimExpr, tirx.PrimExpr]:
+def lane_piece(operand: str, tx: tirx.PrimExpr) -> tuple[tirx.PrimExpr, tirx.PrimExpr]:
     """(row, chunk) of the 16-byte piece lane ``tx`` addresses in ldmatrix.x4, as TVM's mma intrinsics expect."""
     if operand == "A":
         return tx % 16, tx // 16
@@ -67,7 +67,7 @@ def ldmatrix_intrin(operand: str) -> tuple[tirx.PrimFunc, tirx.PrimFunc]:
             T.reads(shared[0:1, 0:16, 0:2, 0:CHUNK])
             T.writes(warp[0:32, 0:16])
             for tx in T.thread_binding(0, 32, "threadIdx.x"):
-                row, chunk = T.meta_var(_lane_piece(operand, tx))
+                row, chunk = T.meta_var(lane_piece(operand, tx))
                 T.evaluate(T.ptx_legacy.ldmatrix(
                     False, 4, ".b16", warp.data, warp.elem_offset + 16 * tx, shared.access_ptr("r"),
                     row * s1 + ((chunk ^ ((row // 4) % 2)) % 2) * s2, dtype="int8"))
