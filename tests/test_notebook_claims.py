@@ -24,11 +24,7 @@ MEASURED = re.compile(r"\d[\d.,]*\s*(?:µs|us|ms|TFLOP/s|TFLOPS|TOPS|GB/s|TB/s)\
 #: The numbers markdown may hold, per notebook: none measured by a run of this suite.
 ALLOWED = {
     "00_overview": {"4.8 TB/s": "the H200's HBM bandwidth, datasheet"},
-    "03_gemm": {
-        "67 TFLOPS": "datasheet peak", "989 TFLOPS": "datasheet peak",
-        # Left for whoever splits notebook 03 (its takeaways are not this change's): pilot measurements in prose.
-        "3x": "swizzle, learning outcome", "374 TFLOP/s": "padded shapes", "279 TFLOP/s": "padded shapes",
-    },
+    "03_gemm": {"67 TFLOPS": "datasheet peak", "989 TFLOPS": "datasheet peak"},
     "04_conv2d": {
         "1.8 ms": "the direct convolution's floor, from the peak table", "1.77 ms": "the same floor",
         "67 TFLOP/s": "the peak table's FP32 peak", "2.25x": "Winograd's arithmetic", "4x": "Winograd's arithmetic",
