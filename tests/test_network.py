@@ -10,6 +10,7 @@ from test_results import row
 from tirbench.bench.network import layer_shape, metaschedule_per_layer, network_totals, per_layer, recorded_batch
 from tirbench.bench.results import append_rows, read_results
 from tirbench.report import readme as report
+from tirbench.report.published import EVALUATOR, TIMING_NOTES
 from tirbench.workloads import conv2d, conv2d_int8
 from tirbench.workloads.resnet50 import RESNET50
 
@@ -99,7 +100,8 @@ def test_resnet50_network_section_in_readme(root):
     assert "fp16" not in table.replace("cuDNN fp16", "")
     assert ("(1 of 2 layers, 1 convolutions, best of up to 36 trials a layer, run r2): 0.040 ms against the conv "
             "rules' 0.020 ms on the same layers (0.500x the rules' speed)") in table
-    assert table.endswith("NVIDIA H200, driver 580, run r2.\n\nNVIDIA H200, driver 580, run r3.")
+    assert "From `results/08_resnet50/results.csv`, run r2: NVIDIA H200, driver 580, 2026-11-21;" in table
+    assert table.rstrip(".").endswith("run r3: NVIDIA H200, driver 580, 2026-11-22; " + TIMING_NOTES[EVALUATOR])
     readme = root / "README.md"
     readme.write_text(f"{report.START}\n{report.END}\n<!-- resnet50-network:start -->\nold\n"
                       "<!-- resnet50-network:end -->\n")

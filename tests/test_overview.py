@@ -88,8 +88,11 @@ def test_every_recorded_database_is_read_with_the_workload_it_was_tuned_for():
         assert work_dir_for(ROOT, db.workload, db.space) == db.work_dir   # the name read back
     table = overview.tuning_table(dbs)
     assert list(table["trials"]) == [trials_done(db.work_dir) for db in dbs] and (table["best TFLOP/s"] > 0).all()
-    fig = overview.tuning_figure([db for db in dbs if db.workload.name == "gemm"], "gemm")
-    assert len(fig.axes[0].get_lines()) == len([db for db in dbs if db.workload.name == "gemm"])
+    gemm = [db for db in dbs if db.workload.name == "gemm"]
+    fig = overview.tuning_figure(gemm, "gemm")   # a panel per space, a line per database
+    spaces = sorted({db.space for db in gemm})
+    assert [len(ax.get_lines()) for ax in fig.axes[:len(spaces)]] == [sum(db.space == s for db in gemm)
+                                                                      for s in spaces]
 
 
 def test_a_winograd_database_name_reads_back_its_workload(tmp_path):
@@ -126,7 +129,7 @@ def test_index_links_only_what_exists(root, tmp_path):
     assert sorted(set(targets)) == ["../01_vector_add/vector_add_bandwidth.png", "01_vector_add.html"]
     assert all((out / "reports" / t).resolve().exists() for t in targets)
     assert page.count("no report (not run, or it failed)") == 2 and page.count("<tr><td>") == 3
-    assert "v2_float4 4,200 GB/s = 1.05x a+b, 88% of peak (NVIDIA H200, 2026-11-21)" in page
+    assert "v2_float4 4,200 GB/s = 1.05x a+b, 88% of peak (NVIDIA H200, 2026-11-21, run r1)" in page
     assert "gemm 4096x4096x4096 float32: v5 45,000 GFLOP/s = 0.90x cublas_float32" in page
     assert "2 notebooks, 3 workload shapes" in index_html(out, root)
 
@@ -155,11 +158,12 @@ def test_throughput_plot_by_setup_and_gpus_and_without_a_file(root):
     table = overview.throughput_table(runs).set_index(["gpu", "gpus", "runner", "setup"])
     local = table.loc[(H100, 1, "local", "tuned")]   # 128 trials in 160 s: 48/min, not the median of 30 and 60
     assert (local["runs"], local["trials_per_min"], local["fastest_run"]) == (2, 48.0, 60.0)
-    fig = overview.throughput_figure(runs)
-    heights = sorted(p.get_height() for ax in fig.axes for p in ax.patches)
-    assert heights == [10.0, 20.0, 48.0, 80.0] and len([ax for ax in fig.axes if ax.patches]) == 2
+    fig = overview.throughput_figure(runs)   # a panel per GPU and space, a bar per workload, runner, GPUs, setup
+    widths = sorted(p.get_width() for ax in fig.axes for p in ax.patches)
+    assert widths == [10.0, 20.0, 48.0, 80.0] and len([ax for ax in fig.axes if ax.patches]) == 2
     h100 = next(ax for ax in fig.axes if "H100" in ax.get_title())
-    assert [t.get_text() for t in h100.get_xticklabels()] == ["local, 1 GPU", "rpc, 1 GPU"]
+    assert [t.get_text().split(" · ")[1] for t in h100.get_yticklabels()] == ["local, 1 GPU", "local, 1 GPU",
+                                                                               "rpc, 1 GPU"]
     assert [t.get_text() for t in h100.get_legend().get_texts()] == ["tuned", "stock"]
     h200 = next(ax for ax in fig.axes if "H200" in ax.get_title())
     assert [t.get_text() for t in h200.get_legend().get_texts()] == ["tuned"]   # no empty "stock" entry

@@ -19,10 +19,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from tirbench.bench.plots import VENDORS
-from tirbench.bench.results import read_results
 from tirbench.core.machine import PEAKS, Peak, peak_for
+from tirbench.report.published import labelled_results, shown_variant
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning import throughput
 from tirbench.tuning.history import tuning_history
@@ -37,20 +38,20 @@ KINDS = {"hand": ("best hand schedule", "o", None), "ms": ("MetaSchedule", "^", 
 
 
 def load_results(root: Path) -> pd.DataFrame:
-    """Every row of every ``results/*/results.csv`` (each file read strictly: ``results.read_results``)."""
-    frames = [read_results(p) for p in sorted((root / "results").glob("*/results.csv"))]
-    frames = [f for f in frames if not f.empty]
+    """Every row of every ``results/*/results.csv`` (each file read strictly: ``results.read_results``), each with
+    its ``tuned_best`` (``published.labelled_results``)."""
+    frames = [f for f in labelled_results(root).values() if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-#: What a "latest run" is the latest of: a notebook's workload shape in one dtype on one GPU.
-LATEST_KEYS = ["notebook", "gpu", "workload", "shape", "dtype"]
+#: What a "latest run" is the latest of: a notebook's variant of a workload shape in one dtype on one GPU.
+LATEST_KEYS = ["notebook", "gpu", "workload", "shape", "dtype", "variant"]
 
 
 def latest_per_gpu(df: pd.DataFrame) -> pd.DataFrame:
-    """For each notebook, GPU, workload shape and dtype, the rows of the latest run (by timestamp) that measured it:
-    a run of part of a notebook (notebook 08's int8 configuration alone) leaves the latest rows of the rest in place,
-    and TVM and the vendor are still read from one run."""
+    """For each notebook, GPU, workload shape, dtype and variant, the rows of the latest run (by timestamp) that
+    measured it: a run of part of a notebook (notebook 08's int8 configuration alone, which measures cuDNN fp16 again)
+    leaves the latest rows of everything it did not measure in place."""
     if df.empty:
         return df
     last = df.sort_values("timestamp").groupby(LATEST_KEYS)["run_id"].last().rename("latest_run").reset_index()
@@ -81,8 +82,10 @@ def percent_of_peak(peak: Peak | None, dtype: str, intensity: float, gflops: flo
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU and (notebook, workload, shape, dtype) of its latest run: the fastest hand schedule, MetaSchedule
-    kernel and vendor kernel with their rates, the ratios to the vendor and the best TVM kernel's % of peak."""
+    """Per GPU and (notebook, workload, shape, dtype), each variant from its latest run: the fastest hand schedule,
+    MetaSchedule kernel (saying so where its best record is a hand seed) and vendor kernel with their rates, the ratios
+    to the vendor (of the same run where it has one; ``vendor run`` names it where not the best TVM kernel's) and the
+    best TVM kernel's % of peak."""
     if df.empty:
         return pd.DataFrame()
     rows = []
@@ -93,21 +96,35 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         best = {kind: g[sel].sort_values(metric).iloc[-1] if sel.any() else None for kind, sel in (
             ("hand", g["provider"] == "tvm"), ("ms", g["provider"] == "metaschedule"),
             ("vendor", g["provider"].isin(VENDORS)))}
-        vendor = best["vendor"][metric] if best["vendor"] is not None else math.nan
         ours = [best[k] for k in ("hand", "ms") if best[k] is not None]
         top = max(ours, key=lambda r: r[metric]) if ours else None
+        if top is not None:   # the vendor shown: the one measured in the best TVM kernel's run, where it has one
+            best["vendor"] = _vendor_of(g, metric, top["run_id"])
         row = {"gpu": gpu, "date": str(g["timestamp"].max())[:10], "notebook": nb, "workload": wl, "shape": shape,
                "dtype": dtype, "unit": "GB/s" if metric == "gbps" else "GFLOP/s", "intensity": intensity}
         for kind, r in best.items():
-            row[kind] = None if r is None else r["variant"]
+            row[kind] = None if r is None else shown_variant(r["variant"], r.get("tuned_best", ""))
             row[f"{kind}_rate"] = math.nan if r is None else r[metric]
             row[f"{kind}_gflops"] = math.nan if r is None else r["gflops"]
-        row["hand / vendor"] = row["hand_rate"] / vendor
-        row["MS / vendor"] = row["ms_rate"] / vendor
+        for kind, ratio in (("hand", "hand / vendor"), ("ms", "MS / vendor")):
+            vendor = _vendor_of(g, metric, best[kind]["run_id"]) if best[kind] is not None else None
+            row[ratio] = row[f"{kind}_rate"] / vendor[metric] if vendor is not None else math.nan
+        row["vendor run"] = (best["vendor"]["run_id"] if best["vendor"] is not None and top is not None
+                             and best["vendor"]["run_id"] != top["run_id"] else "same")
         row["best TVM % of peak"] = (math.nan if top is None else
                                      percent_of_peak(peak_for(gpu), dtype, intensity, top["gflops"], top["gbps"]))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _vendor_of(g: pd.DataFrame, metric: str, run_id: str) -> pd.Series | None:
+    """The fastest vendor row of ``g`` (one workload shape's latest rows) measured in run ``run_id``, else the
+    fastest of the others (measured again by a later run), else None: a ratio divides rows of one run where it can
+    (``summary``'s ``vendor run`` names the run where it cannot)."""
+    vendor = g[g["provider"].isin(VENDORS)]
+    same = vendor[vendor["run_id"] == run_id]
+    pick = same if len(same) else vendor
+    return pick.sort_values(metric).iloc[-1] if len(pick) else None
 
 
 def summary_table(s: pd.DataFrame) -> pd.DataFrame:
@@ -115,7 +132,7 @@ def summary_table(s: pd.DataFrame) -> pd.DataFrame:
     names = {"hand": "best hand schedule", "hand_rate": "hand rate", "ms": "MetaSchedule", "ms_rate": "MS rate",
              "vendor": "vendor", "vendor_rate": "vendor rate"}
     cols = ["notebook", "workload", "shape", "dtype", "unit", *names, "hand / vendor", "MS / vendor",
-            "best TVM % of peak", "date"]
+            "best TVM % of peak", "vendor run", "date"]
     return s[cols].rename(columns=names).round({"hand rate": 0, "MS rate": 0, "vendor rate": 0, "hand / vendor": 3,
                                                 "MS / vendor": 3, "best TVM % of peak": 1})
 
@@ -217,28 +234,45 @@ def tuning_table(dbs: list[TunedDatabase]) -> pd.DataFrame:
     return pd.DataFrame(rows).round({"best TFLOP/s": 2, "wall s / trial": 1})
 
 
+#: A tuning-curve panel names each database in its legend up to this many; past it, one colour and one entry.
+LEGEND_MAX = 8
+
+
 def tuning_figure(dbs: list[TunedDatabase], title: str) -> plt.Figure:
-    """Tuning curves: the best rate so far against trials (MetaSchedule's measurements), and the wall seconds per
-    trial of each logged chunk against the trials done after it."""
-    rows = math.ceil(len(dbs) / 3)
-    fig, (rate, wall) = plt.subplots(1, 2, figsize=(13, 4.5 + 0.2 * rows))
-    for i, db in enumerate(dbs):
-        h = tuning_history(db.work_dir, db.workload.flops)
-        style = dict(color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3])
-        rate.plot(h["trial"], h["best_gflops"] / 1e3, label=db.label, **style)
-        chunks = tuning_chunks(db.work_dir)
-        if len(chunks):
-            wall.plot(chunks["trials"], chunks["s_per_trial"], marker="o", label=db.label, **style)
-    rate.set(xlabel="trials", ylabel="best TFLOP/s so far", yscale="log", title=f"{title}: best rate vs trials")
+    """Tuning curves, one panel per design space: each database's best rate so far against trials (MetaSchedule's
+    measurements; a legend per panel, or one line colour where a space has more than ``LEGEND_MAX`` databases, e.g.
+    the ``rules`` space's 23 layers), then the wall seconds per trial of each logged chunk, a colour per space."""
+    spaces = sorted({db.space for db in dbs})
+    cols = min(len(spaces) + 1, 3)
+    rows = math.ceil((len(spaces) + 1) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
+    panels, wall = list(axes.flat[:len(spaces)]), axes.flat[len(spaces)]
+    for ax in axes.flat[len(spaces) + 1:]:
+        ax.axis("off")
+    for s_i, (space, ax) in enumerate(zip(spaces, panels)):
+        group = [db for db in dbs if db.space == space]
+        many = len(group) > LEGEND_MAX
+        for i, db in enumerate(group):
+            h = tuning_history(db.work_dir, db.workload.flops)
+            label = (f"{len(group)} databases, a line each" if i == 0 else None) if many else db.label
+            ax.plot(h["trial"], h["best_gflops"] / 1e3, color=f"C{s_i % 10}" if many else f"C{i % 10}",
+                    linewidth=0.9 if many else 1.5, alpha=0.6 if many else 1.0, label=label)
+            chunks = tuning_chunks(db.work_dir)
+            if len(chunks):
+                wall.plot(chunks["trials"], chunks["s_per_trial"], marker="o", markersize=3, color=f"C{s_i % 10}",
+                          label=space if space not in wall.get_legend_handles_labels()[1] else None)
+        ax.set(xlabel="trials", ylabel="best TFLOP/s so far", yscale="log", title=f"{title}, {space} space")
+        ax.legend(fontsize=6.5, loc="lower right")
     wall.set(xlabel="trials done", ylabel="wall seconds per trial (chunk)", title=f"{title}: wall time per trial")
-    if not wall.lines:
+    if wall.lines:
+        wall.legend(fontsize=7, title="space", title_fontsize=7)
+    else:
         wall.text(0.5, 0.5, "no chunk log: these databases were tuned\nbefore tune() kept tuning_chunks.csv",
                   ha="center", va="center", transform=wall.transAxes, color="0.4")
-    for ax in (rate, wall):
+    for ax in [*panels, wall]:
         ax.grid(True, alpha=0.3)
-    if dbs:
-        fig.legend(*rate.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.2 * rows / (4.5 + 0.2 * rows) + 0.01, 1, 1))
+        ax.title.set_fontsize(9)
+    fig.tight_layout()
     return fig
 
 
@@ -248,7 +282,7 @@ def tuning_throughput(root: Path) -> pd.DataFrame:
     return df[df["gpu"] != "cpu"].reset_index(drop=True)
 
 
-#: What a throughput panel compares: one panel per GPU model and tuned workload.
+#: What a row of ``throughput_table`` pools runs by.
 PANEL = ["gpu", "workload", "shape", "dtype", "space"]
 
 
@@ -266,31 +300,31 @@ def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def throughput_figure(df: pd.DataFrame) -> plt.Figure:
-    """Trials per minute (``throughput_table``'s, over all recorded runs) for each runner and number of GPUs
-    measuring at once, a bar per setup, one panel per GPU model and workload; a note where nothing is recorded."""
+    """Trials per minute (``throughput_table``'s, over all recorded runs), one panel per GPU model and design space:
+    a horizontal bar per workload shape, runner and number of GPUs measuring at once, coloured by setup; a note where
+    nothing is recorded."""
     table = throughput_table(df)
-    panels = list(table.groupby(PANEL, sort=True)) if len(table) else []
-    cols = min(max(len(panels), 1), 3)
-    fig, axes = plt.subplots(math.ceil(max(len(panels), 1) / cols), cols, figsize=(4.5 * cols, 3.8), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.axis("off")
+    panels = list(table.groupby(["gpu", "space"], sort=True)) if len(table) else []
+    heights = [max(len(g), 1) * 0.28 + 1.0 for _, g in panels] or [3.0]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(10, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     if not panels:
         axes[0, 0].text(0.5, 0.5, "no tuning run recorded yet\n(results/tuning/throughput.csv)", ha="center",
                         va="center", transform=axes[0, 0].transAxes, color="0.4")
-    for ax, ((gpu, wl, shape, dtype, space), g) in zip(axes.flat, panels):
-        slots = sorted(set(zip(g["gpus"], g["runner"])), key=lambda s: (s[0], throughput.RUNNERS.index(s[1])))
-        setups = [s for s in throughput.SETUPS if (g["setup"] == s).any()]
-        width = 0.8 / len(setups)
-        for i, setup in enumerate(setups):
-            rows = g[g["setup"] == setup]
-            xs = [slots.index(slot) + (i - (len(setups) - 1) / 2) * width for slot in zip(rows["gpus"], rows["runner"])]
-            bars = ax.bar(xs, rows["trials_per_min"].to_numpy(), width=0.95 * width,
-                          color=f"C{throughput.SETUPS.index(setup)}", label=setup)
-            ax.bar_label(bars, fmt="%.1f", fontsize=7)
-        ax.set_xticks(range(len(slots)), [f"{runner}, {n} GPU{'s' if n > 1 else ''}" for n, runner in slots])
-        ax.set(ylabel="trials per minute", title=f"{gpu}\n{wl} {dtype} {shape} ({space})")
-        ax.title.set_fontsize(8)
-        ax.legend(fontsize=7)
-        ax.grid(True, axis="y", alpha=0.3)
+    for ax, ((gpu, space), g) in zip(axes[:, 0], panels):
+        g = g.sort_values(["workload", "dtype", "shape", "gpus", "runner", "setup"])
+        names = [f"{r.workload} {r.dtype} {r.shape} · {r.runner}, {r.gpus} GPU{'s' if r.gpus > 1 else ''}"
+                 for r in g.itertuples()]
+        ys = list(range(len(g)))[::-1]
+        bars = ax.barh(ys, g["trials_per_min"], color=[f"C{throughput.SETUPS.index(s)}" for s in g["setup"]])
+        ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
+        ax.set_xlim(0, 1.25 * g["trials_per_min"].max())   # room for the labels and the legend
+        ax.set_yticks(ys, names, fontsize=7)
+        ax.set(xlabel="trials per minute", title=f"{gpu}: {space} space")
+        ax.title.set_fontsize(9)
+        ax.legend(handles=[Patch(color=f"C{throughput.SETUPS.index(s)}", label=s) for s in throughput.SETUPS
+                           if (g["setup"] == s).any()], fontsize=7, loc="lower right", title="setup",
+                  title_fontsize=7)
+        ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -1,67 +1,53 @@
-"""Regenerate the README's results table from results/*/results.csv (latest run of each notebook).
+"""Regenerate the README's results tables from results/*/results.csv.
 
     python -m tirbench.report.readme README.md
 
-rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (the headline rows), and between
+rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` (what the headline rows are, from
+``HEADLINES``, then the rows: one table per timing method, ``published.timing``), and between
 each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
 against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
 03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
 cuDNN, and their errors from ``winograd_error.csv``), ``resnet50-network`` (notebook 08: ResNet-50's convolutions as
 a whole network, the conv rules against cuDNN per run, each from its latest run, and MetaSchedule's ``rules`` space on
-the fp32 layers) and ``tuning-throughput`` (``results/tuning/throughput.csv``) when the README has that section;
-nothing is typed by hand.
+the fp32 layers) and ``tuning-throughput`` (``results/tuning/throughput.csv``, each run marked by whether today's
+databases come from it) when the README has that section; nothing is typed by hand. Each table is read from the
+latest run that has its rows (a run of part of a notebook leaves the rest in place), never mixes runs timed before
+and after ``published.CUDA_EVENTS_SINCE``, and ends with a caption naming the notebook's file, run, GPU and date; a
+tuned row whose best record is a hand seed says so (``published.with_tuned_best``).
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-from tirbench.bench.network import (DTYPES, metaschedule_per_layer, metaschedule_run, metaschedule_totals,
-                                    network_totals, per_layer, recorded_batch)
-from tirbench.bench.results import latest_run, read_results
+from tirbench.bench.network import (config_tables, metaschedule_per_layer, metaschedule_run, metaschedule_totals,
+                                    network_totals)
+from tirbench.bench.results import latest_run_where, read_results
 from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
-from tirbench.tuning import throughput
+from tirbench.report.headline import HEADLINES, UNITS, headline_rows, headline_sentence
+from tirbench.report.published import (EVALUATOR, EVENTS, SEED, caption, labelled_results, recorded_rows, shown_variant,
+                                       timing)
+from tirbench.report.tuning_runs import runs_behind_databases, unrecorded_databases
 from tirbench.workloads.resnet50 import RESNET50
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-
-
-@dataclass(frozen=True)
-class Headline:
-    """Which rows of a notebook's latest run the README shows, and what they are compared with."""
-
-    shapes: tuple[str, ...]   # rows with these shapes
-    baseline: str             # variant each row is divided by; "{dtype}" is replaced by the row's dtype;
-                              # "fastest:<provider>": that provider's fastest row of the same shape and dtype
-                         # (of the same shape in any dtype where it has none in this one)
-    metric: str               # "gbps" or "gflops"
-    variants: tuple[str, ...] | None = None   # only these variants (None: all)
-
-
-HEADLINES: list[tuple[str, Headline]] = [
-    ("01_vector_add", Headline(("67108864",), "a+b", "gbps")),
-    ("02_window_sum", Headline(("67108864x3", "67108864"), "copy", "gbps")),
-    ("03_gemm", Headline(("4096x4096x4096",), "cublas_{dtype}", "gflops")),
-    ("03_gemm", Headline(("1024x1024x1024",), "cublas_{dtype}", "gflops",
-                         ("v5_best", "v7_best", "v8_best", "v9_best", "metaschedule_float32",
-                          "metaschedule_v5_space_float32", "cublas_float32", "cublas_float16"))),
-    ("04_conv2d", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
-    ("05_conv2d_batch1", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
-    ("06_conv2d_tensorcore", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
-    ("07_conv2d_int8", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
-]
+#: What a headline table of each timing method says above its rows.
+TIMING_TITLES = {EVENTS: "**Timed with CUDA events** (TVM and the vendor timed alike):",
+                 EVALUATOR: "**Timed before the harness used CUDA events** (TVM with `time_evaluator`, its times "
+                            "including the host's launch cost; not comparable with the rows above, awaiting a re-run):"}
 
 
 @dataclass(frozen=True)
 class Sweep:
     """A per-layer table (fastest TVM kernel vs fastest cuDNN run, and the geometric mean of cuDNN time / TVM time)
-    of one notebook's latest run, written between ``<!-- {marker}:start -->`` and ``<!-- {marker}:end -->``."""
+    of the latest run of one notebook that has its layers, written between ``<!-- {marker}:start -->`` and
+    ``<!-- {marker}:end -->``."""
 
     marker: str
     notebook: str
@@ -81,64 +67,68 @@ def _markers(name: str) -> tuple[str, str]:
     return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
 
 
-def _run_label(df: pd.DataFrame) -> str:
-    """The line under a generated table: the GPU, driver and run its rows come from."""
-    return f"{df['gpu'].iloc[0]}, driver {df['driver'].iloc[0]}, run {df['run_id'].iloc[0]}."
+#: Every notebook's labelled rows (``published.labelled_results``); None: read them.
+Recorded = Mapping[str, pd.DataFrame] | None
+
+
+def _rows(root: Path, notebook: str, recorded: Recorded) -> pd.DataFrame:
+    """``notebook``'s recorded rows with their ``tuned_best`` (of ``recorded``, else read from ``root``)."""
+    return recorded_rows(labelled_results(root) if recorded is None else recorded, notebook)
 
 
 SWEEPS: list[Sweep] = [
-    Sweep("conv-sweep", "05_conv2d_batch1", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1", "1x256x14x14x256x3x3x1x1",
-                                      "1x512x7x7x512x3x3x1x1", "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")),
+    Sweep("conv-sweep", "05_conv2d_batch1", ("1x64x56x56x64x3x3x1x1", "1x128x28x28x128x3x3x1x1",
+                                             "1x256x14x14x256x3x3x1x1", "1x512x7x7x512x3x3x1x1",
+                                             "1x256x56x56x64x1x1x1x0", "1x3x224x224x64x7x7x2x3")),
     Sweep("conv-fp16-sweep", "06_conv2d_tensorcore", ("32x64x56x56x64x3x3x1x1", "32x256x14x14x256x3x3x1x1",
                                                       "32x512x7x7x512x3x3x1x1", "32x256x56x56x64x1x1x1x0")),
     Sweep("conv-int8-sweep", "07_conv2d_int8", ("256x256x14x14x512x3x3x1x1", "32x64x56x56x64x3x3x1x1",
                                                 "32x256x14x14x256x3x3x1x1", "32x512x7x7x512x3x3x1x1")),
 ]
-UNITS = {"gbps": "GB/s", "gflops": "GFLOP/s"}
 
 
-def headline_table(root: Path) -> str:
-    """A markdown table: per notebook, the headline rows of its latest recorded GPU run."""
+def headline_table(root: Path, recorded: Recorded = None) -> str:
+    """What the headline rows are (``headline_sentence``), then the rows of each notebook's latest run that has them,
+    one table per timing method (``published.timing``), each with a caption per run it shows."""
+    recorded = labelled_results(root) if recorded is None else recorded
+    frames, not_run = [], []
+    for nb, head in HEADLINES:
+        rows = headline_rows(recorded_rows(recorded, nb), head)
+        if rows.empty:
+            not_run.append(nb)
+            continue
+        frames.append(rows.assign(notebook=nb, metric=head.metric))
+    parts = [headline_sentence()]
+    if frames:
+        rows = pd.concat(frames, ignore_index=True)
+        rows["timing"] = timing(rows["timestamp"])
+        parts += [part for method in (EVENTS, EVALUATOR) if (rows["timing"] == method).any()
+                  for part in (TIMING_TITLES[method], _headline_lines(rows[rows["timing"] == method]))]
+    if not_run:
+        parts.append("Not run on a GPU yet: " + ", ".join(f"`{nb}`" for nb in dict.fromkeys(not_run)) + ".")
+    return "\n\n".join(parts)
+
+
+def _headline_lines(rows: pd.DataFrame) -> str:
+    """A markdown table of headline rows (``headline_rows`` of several notebooks), then a caption per run."""
     lines = ["| notebook | workload | shape | variant | provider | median ms | rate | vs baseline | GPU, date |",
              "|---|---|---|---|---|---:|---:|---:|---|"]
-    not_run: set[str] = set()
-    for nb, head in HEADLINES:
-        df = latest_run(read_results(root / "results" / nb / "results.csv"))
-        if df.empty:
-            if nb not in not_run:
-                not_run.add(nb)
-                lines.append(f"| {nb} | | | | | | | | not run on a GPU yet |")
-            continue
-        df = df[df["shape"].astype(str).isin(head.shapes)]
-        if head.variants is not None:
-            df = df[df["variant"].isin(head.variants)]
-        for r in df.itertuples():
-            baseline, base = _baseline(df, head, r)
-            ratio = f"{getattr(r, head.metric) / base.iloc[0]:.3f}x {baseline}" if len(base) else ""
-            lines.append(f"| {nb} | {r.workload} | {r.shape} | {r.variant} | {r.provider} | {r.median_ms:.4f} | "
-                         f"{getattr(r, head.metric):,.0f} {UNITS[head.metric]} | {ratio} | "
-                         f"{r.gpu}, {str(r.timestamp)[:10]} |")
-    return "\n".join(lines)
+    for r in rows.to_dict("records"):
+        ratio = f"{r['ratio']:.3f}x {r['baseline']}" if pd.notna(r["ratio"]) else ""
+        lines.append(f"| {r['notebook']} | {r['workload']} | {r['shape']} | "
+                     f"{shown_variant(r['variant'], r['tuned_best'])} | {r['provider']} | {r['median_ms']:.4f} | "
+                     f"{r[r['metric']]:,.0f} {UNITS[r['metric']]} | {ratio} | {r['gpu']}, {str(r['timestamp'])[:10]} |")
+    runs = rows.drop_duplicates(["notebook", "run_id"])
+    captions = [f"- {caption(r['notebook'], rows[rows['run_id'] == r['run_id']], timed=False)}"
+                for r in runs.to_dict("records")]
+    return "\n".join(lines) + "\n\n" + "\n".join(captions)
 
 
-def _baseline(df: pd.DataFrame, head: Headline, r) -> tuple[str, pd.Series]:
-    """The name of the row ``r`` is compared with, and its metric (empty when the run has no such row)."""
-    same = df[(df["dtype"] == r.dtype) & (df["shape"].astype(str) == str(r.shape))]
-    if head.baseline.startswith("fastest:"):
-        provider = head.baseline.split(":", 1)[1]
-        rows = same[same["provider"] == provider]
-        if rows.empty:  # the vendor has no kernel in this dtype (int8 convolution): its fastest in any dtype
-            rows = df[(df["shape"].astype(str) == str(r.shape)) & (df["provider"] == provider)]
-        rows = rows.sort_values(head.metric)
-        return (rows["variant"].iloc[-1], rows[head.metric].iloc[-1:]) if len(rows) else (head.baseline, rows[head.metric])
-    baseline = head.baseline.format(dtype=r.dtype)
-    return baseline, df.loc[(df["variant"] == baseline) & (df["dtype"] == r.dtype), head.metric]
-
-
-def sweep_table(root: Path, sweep: Sweep = SWEEPS[0]) -> str:
-    """Per layer of ``sweep`` in its notebook's latest run: the fastest TVM kernel (hand or tuned), the fastest cuDNN
-    layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
-    df = latest_run(read_results(root / "results" / sweep.notebook / "results.csv"))
+def sweep_table(root: Path, sweep: Sweep = SWEEPS[0], recorded: Recorded = None) -> str:
+    """Per layer of ``sweep`` in the latest run of its notebook that has its layers: the fastest TVM kernel (hand or
+    tuned), the fastest cuDNN layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
+    df = _rows(root, sweep.notebook, recorded)
+    df = latest_run_where(df, df["shape"].astype(str).isin(sweep.shapes)) if len(df) else df
     lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest TVM | ms | fastest cuDNN | ms | cuDNN time / TVM time |",
              "|---|---|---:|---|---:|---:|"]
     ratios = []
@@ -149,18 +139,21 @@ def sweep_table(root: Path, sweep: Sweep = SWEEPS[0]) -> str:
         if ours.empty or vendor.empty:
             continue
         ratios.append(vendor["median_ms"].iloc[0] / ours["median_ms"].iloc[0])
-        lines.append(f"| {shape} | {ours['variant'].iloc[0]} | {ours['median_ms'].iloc[0]:.4f} | "
+        best = ours.iloc[0]
+        lines.append(f"| {shape} | {shown_variant(best['variant'], best['tuned_best'])} | {best['median_ms']:.4f} | "
                      f"{vendor['variant'].iloc[0]} | {vendor['median_ms'].iloc[0]:.4f} | {ratios[-1]:.3f}x |")
     if not ratios:
         return "not run on a GPU yet"
-    lines.append(f"| geometric mean over {len(ratios)} layers | | | | | **{float(np.exp(np.mean(np.log(ratios)))):.3f}x** |")
-    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+    mean = float(np.exp(np.mean(np.log(ratios))))
+    lines.append(f"| geometric mean over {len(ratios)} layers | | | | | **{mean:.3f}x** |")
+    return "\n".join(lines) + f"\n\n{caption(sweep.notebook, df)}"
 
 
 def padded_table(root: Path) -> str:
-    """Notebook 03's latest run: per shape no tile divides, the padded v5 (fp32) and v8 (fp16) kernels against cuBLAS
-    at the same shape."""
-    df = latest_run(read_results(root / "results" / "03_gemm" / "results.csv"))
+    """Notebook 03's latest run with padded kernels: per shape no tile divides, the padded v5 (fp32) and v8 (fp16)
+    kernels against cuBLAS at the same shape."""
+    df = read_results(root / "results" / "03_gemm" / "results.csv")
+    df = latest_run_where(df, df["variant"].astype(str).str.endswith("_padded")) if len(df) else df
     padded = df[df["variant"].astype(str).str.endswith("_padded")] if not df.empty else df
     if padded.empty:
         return "not run on a GPU yet"
@@ -173,20 +166,26 @@ def padded_table(root: Path) -> str:
         v = vendor.iloc[-1]
         lines.append(f"| {r.shape} | {r.variant} | {r.dtype} | {r.median_ms:.4f} | {r.gflops / 1e3:.1f} | "
                      f"{v['gflops'] / 1e3:.1f} | {r.gflops / v['gflops']:.3f}x |")
-    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+    return "\n".join(lines) + f"\n\n{caption('03_gemm', df)}"
 
 
 def throughput_table(root: Path) -> str:
-    """Every recorded tuning run (``results/tuning/throughput.csv``): where it ran, how, and its trials per minute."""
-    path = throughput.path_for(root)
-    df = throughput.read(path) if path.exists() else pd.DataFrame()
+    """Every recorded tuning run (``results/tuning/throughput.csv``): where it ran, how, its trials per minute, and
+    whether today's database of its workload comes from it (``tuning_runs.behind``); then the databases whose
+    tuning no row records."""
+    df = runs_behind_databases(root)
     if df.empty:
         return "no tuning run recorded yet"
-    lines = ["| run | GPU | GPUs | runner | setup | workload | shape | space | trials | seconds | trials/min |",
-             "|---|---|---:|---|---|---|---|---|---:|---:|---:|"]
+    lines = ["| run | GPU | GPUs | runner | setup | workload | shape | space | trials | seconds | trials/min | "
+             "today's database from it |", "|---|---|---:|---|---|---|---|---|---:|---:|---:|---|"]
     lines += [f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.runner} | {r.setup} | {r.workload} {r.dtype} | {r.shape} | "
-              f"{r.space} | {r.trials} | {r.seconds:.1f} | {r.trials_per_min:.2f} |" for r in df.itertuples()]
-    return "\n".join(lines)
+              f"{r.space} | {r.trials} | {r.seconds:.1f} | {r.trials_per_min:.2f} | {r.database} |"
+              for r in df.itertuples()]
+    unrecorded = unrecorded_databases(root)
+    note = ("\n\nDatabases replayed today whose tuning (in their `tuning_chunks.csv`) no run above records:\n\n"
+            + "\n".join(f"- {line}" for line in unrecorded)) if unrecorded else ""
+    return ("\n".join(lines) + "\n\nFrom `results/tuning/throughput.csv` and each database's `tuning_chunks.csv`."
+            + note)
 
 
 #: Notebook 04's Winograd layers: the batch-256 layer, then ResNet-50's 3x3 stride-1 layers at batch 1 and 32.
@@ -195,9 +194,10 @@ WINOGRAD_LAYERS = ("256x256x14x14x512x3x3x1x1", *(f"{n}x{c}x{s}x{s}x{c}x3x3x1x1"
 
 
 def winograd_table(root: Path) -> str:
-    """Notebook 04's latest run: per Winograd layer, cuDNN's faster layout and each Winograd variant's time with
-    cuDNN time / its time (``versus_cudnn``), and the geometric mean of each ratio."""
-    df = latest_run(read_results(root / "results" / "04_conv2d" / "results.csv"))
+    """Notebook 04's latest run with Winograd rows: per Winograd layer, cuDNN's faster layout and each Winograd
+    variant's time with cuDNN time / its time (``versus_cudnn``), and the geometric mean of each ratio."""
+    df = read_results(root / "results" / "04_conv2d" / "results.csv")
+    df = latest_run_where(df, df["variant"].astype(str).str.startswith("winograd_f")) if len(df) else df
     table = versus_cudnn(df, WINOGRAD_LAYERS) if not df.empty else pd.DataFrame()
     if table.empty:
         return "not run on a GPU yet"
@@ -211,7 +211,7 @@ def winograd_table(root: Path) -> str:
         lines.append(f"| {r['layer']} | {r['cuDNN']} | {r['cuDNN ms']:.4f} | " + " | ".join(cells) + " |")
     means = [f" | **{geomean(table[f'cuDNN / {v}']):.3f}x**" for v in variants]
     lines.append(f"| geometric mean over {len(table)} layers | | | " + " | ".join(means) + " |")
-    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+    return "\n".join(lines) + f"\n\n{caption('04_conv2d', df)}"
 
 
 def winograd_error_table(root: Path) -> str:
@@ -230,16 +230,16 @@ def winograd_error_table(root: Path) -> str:
                  for m in (2, 4)]
         ratio = f"{by_m[4].max_abs / by_m[2].max_abs:.1f}x" if {2, 4} <= set(by_m) else ""
         lines.append(f"| {shape} | {layout} | {cells[0]} | {cells[1]} | {ratio} |")
-    return "\n".join(lines) + f"\n\n{_run_label(df)}"
+    return "\n".join(lines) + f"\n\n{caption('04_conv2d', df, ERROR_CSV, timed=False)}"
 
 
-def network_table(root: Path) -> str:
+def network_table(root: Path, recorded: Recorded = None) -> str:
     """Notebook 08's ResNet-50 convolutions as a whole network (time x count summed over the layers): per config, from
     its latest run, the conv rules against cuDNN's faster layout (fp16 for int8), then the MetaSchedule ``rules``
-    space against the rules on the fp32 layers it has a row for."""
-    df = read_results(root / "results" / "08_resnet50" / "results.csv")
-    batches = {config: batch for config in DTYPES if (batch := recorded_batch(df, config)) is not None}
-    tables = {config: per_layer(df, config, RESNET50, batch) for config, batch in batches.items()}
+    space against the rules on the fp32 layers it has a row for (and how many of its best records are seeds)."""
+    df = _rows(root, "08_resnet50", recorded)
+    found = config_tables(df, RESNET50)
+    batches, tables = {c: batch for c, (batch, _) in found.items()}, {c: t for c, (_, t) in found.items()}
     if not tables:
         return "not run on a GPU yet"
     lines = ["| run | layers | convolutions | TVM rules ms (network) | cuDNN ms (network) | cuDNN time / TVM time | "
@@ -253,24 +253,29 @@ def network_table(root: Path) -> str:
         ms = metaschedule_per_layer(df, tables["fp32"], RESNET50, batches["fp32"])
         if not ms.empty:
             runs.append(metaschedule_run(df)["run_id"].iloc[0])
-            paragraphs.append(_metaschedule_line(ms, len(tables["fp32"]), runs[-1]))
-    return "\n\n".join(paragraphs + [_run_label(df[df["run_id"] == r]) for r in dict.fromkeys(runs)])
+            paragraphs.append(_metaschedule_line(ms, len(tables["fp32"]), metaschedule_run(df)))
+    return "\n\n".join(paragraphs + [caption("08_resnet50", df[df["run_id"] == r]) for r in dict.fromkeys(runs)])
 
 
-def _metaschedule_line(ms: pd.DataFrame, layers: int, run: str) -> str:
-    """The MetaSchedule ``rules`` space's network time on the fp32 layers of ``ms`` (``metaschedule_per_layer``)
-    against the rules' on the same layers."""
+def _metaschedule_line(ms: pd.DataFrame, layers: int, run: pd.DataFrame) -> str:
+    """The MetaSchedule ``rules`` space's network time on the fp32 layers of ``ms`` (``metaschedule_per_layer``, of
+    the rows of ``run``) against the rules' on the same layers, and how many of its best records are seeds."""
     totals = metaschedule_totals(ms)
     ms_total, rules_total = totals["ms_rules_ms"], totals["rules_ms"]
+    tuned = run[run["variant"] == "metaschedule_rules"]
+    known = tuned["tuned_best"].isin([SEED, "search"])
+    seeds = (f" Layers whose best record is a seed (a conv rules candidate the search starts from): "
+             f"{int((tuned['tuned_best'] == SEED).sum())} of the {int(known.sum())} whose database tells."
+             if known.any() else "")
     return (f"MetaSchedule's `rules` space on the fp32 layers ({len(ms)} of {layers} layers, {ms['count'].sum()} "
-            f"convolutions, best of up to {ms['trials'].max()} trials a layer, run {run}): {ms_total:.3f} ms against "
-            f"the conv rules' {rules_total:.3f} ms on the same layers ({rules_total / ms_total:.3f}x the rules' "
-            "speed).")
+            f"convolutions, best of up to {ms['trials'].max()} trials a layer, run {run['run_id'].iloc[0]}): "
+            f"{ms_total:.3f} ms against the conv rules' {rules_total:.3f} ms on the same layers "
+            f"({rules_total / ms_total:.3f}x the rules' speed).{seeds}")
 
 
-#: Generated sections besides the headline rows and the sweeps: marker -> table builder.
+#: Generated sections besides the headline rows, the sweeps and the network: marker -> table builder.
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
-            "resnet50-network": network_table, "tuning-throughput": throughput_table}
+            "tuning-throughput": throughput_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
@@ -279,22 +284,25 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
-def _replace_section(text: str, name: str, table: Callable[[], str]) -> str:
-    """``text`` with the generated section ``name`` rewritten by ``table()``, where ``text`` has that section."""
+def _replace_section(text: str, name: str, body: str) -> str:
+    """``text`` with the generated section ``name`` rewritten as ``body``, where ``text`` has that section."""
     start, end = _markers(name)
-    return _replace(text, start, end, table()) if start in text and end in text else text
+    return _replace(text, start, end, body) if start in text and end in text else text
 
 
 def update_readme(readme: Path, root: Path) -> bool:
-    """Replace the marked sections of ``readme``; returns whether the file changed."""
-    text = readme.read_text()
-    if START not in text or END not in text:
+    """Replace the marked sections of ``readme``; returns whether the file changed. The sections are computed first
+    and the file read just before it is written, so an edit made meanwhile outside the markers is kept."""
+    if START not in readme.read_text() or END not in readme.read_text():
         raise ValueError(f"{readme} has no {START} ... {END} section")
-    new = _replace(text, START, END, headline_table(root))
-    for sweep in SWEEPS:
-        new = _replace_section(new, sweep.marker, lambda sweep=sweep: sweep_table(root, sweep))
-    for name, table in SECTIONS.items():
-        new = _replace_section(new, name, lambda table=table: table(root))
+    recorded = labelled_results(root)
+    bodies = {"results": headline_table(root, recorded), "resnet50-network": network_table(root, recorded)}
+    bodies |= {sweep.marker: sweep_table(root, sweep, recorded) for sweep in SWEEPS}
+    bodies |= {name: table(root) for name, table in SECTIONS.items()}
+    text = readme.read_text()
+    new = text
+    for name, body in bodies.items():
+        new = _replace_section(new, name, body)
     if new != text:
         readme.write_text(new)
     return new != text
