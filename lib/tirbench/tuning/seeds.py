@@ -69,8 +69,7 @@ def sampled_decisions(sch: s_tir.Schedule) -> list[int | list[int]]:
             break
         if inst.kind.name.startswith("Sample"):
             decision = trace.decisions[inst]
-            out.append([int(d) for d in decision] if isinstance(decision, Sequence) or hasattr(decision, "__len__")
-                       else int(decision))
+            out.append([int(d) for d in decision] if hasattr(decision, "__len__") else int(decision))
     return out
 
 
