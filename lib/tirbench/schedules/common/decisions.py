@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import tvm
 from tvm import s_tir
 
 from tirbench.workloads.base import Workload
@@ -38,6 +37,6 @@ def with_decisions(wl: Workload, design: s_tir.Schedule, decisions: Sequence[Seq
     sch = s_tir.Schedule(wl.mod)
     try:
         trace.apply_to_schedule(sch, remove_postproc=True)
-    except tvm.TVMError as err:
+    except RuntimeError as err:   # ScheduleError, InternalError
         raise ValueError(f"the seed's tiles do not fit the design: {str(err).strip().splitlines()[-1]}") from None
     return sch
