@@ -16,7 +16,7 @@ from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.conv.records import NHWC_TMA_WS, NHWC_WGMMA
 from tirbench.schedules.gemm.records import V8_WGMMA, V9_TMA_WS
-from tirbench.schedules.conv.wgmma_space import (
+from tirbench.schedules.spaces.wgmma_space import (
     LAYOUTS,
     STAGES,
     conv2d_wgmma_design,
@@ -26,7 +26,7 @@ from tirbench.schedules.conv.wgmma_space import (
     tuned_kernel,
     wgmma_seeds,
 )
-from tirbench.schedules.conv.ws_kernels import WS_LANES, WS_PERSISTENT, WS_STAGES, substitute_spec
+from tirbench.schedules.spaces.ws_kernels import WS_LANES, WS_PERSISTENT, WS_STAGES, substitute_spec
 from tirbench.tuning.builders import build_candidate
 from tirbench.tuning.cli import build_parser, main
 from tirbench.tuning.database import best_schedule, open_database

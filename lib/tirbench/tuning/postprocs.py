@@ -1,6 +1,6 @@
 """MetaSchedule postprocessors of the suite's hand-written design spaces: ``VerifyGPUCodeAsBuilt`` (the ``wmma`` and
 ``wgmma`` spaces) checks a candidate against the GPU's limits as it will be built; ``RewriteWgmma`` (the ``wgmma``
-space) finishes a candidate once its decisions are known (see ``tirbench.schedules.conv.wgmma_space``).
+space) finishes a candidate once its decisions are known (see ``tirbench.schedules.spaces.wgmma_space``).
 
 MetaSchedule's ``VerifyGPUCode`` lowers every candidate with a fixed pass list that always runs ``StorageRewrite``.
 For the wmma kernels that pass merges the fp32 C tile into the fp16 A/B tiles' shared memory, after which the
@@ -95,7 +95,7 @@ def cuda_postprocs_keep_storage() -> list[ms.Postproc]:
 @derived_object
 class RewriteWgmma(ms.postproc.PyPostproc):
     """The ``wgmma`` space's postprocessor: tensorizes and pipelines each candidate once its decisions are known
-    (``tirbench.schedules.conv.wgmma_space.finish_wgmma``); rejects a combination the hand kernel's checks refuse."""
+    (``tirbench.schedules.spaces.wgmma_space.finish_wgmma``); rejects a combination the hand kernel's checks refuse."""
 
     def _initialize_with_tune_context(self, context: ms.TuneContext) -> None:
         from tirbench.schedules.intrinsics.wgmma import register_space_intrins
@@ -103,7 +103,7 @@ class RewriteWgmma(ms.postproc.PyPostproc):
         register_space_intrins()  # here, not from the search's threads
 
     def apply(self, sch: s_tir.Schedule) -> bool:
-        from tirbench.schedules.conv.wgmma_space import finish_wgmma
+        from tirbench.schedules.spaces.wgmma_space import finish_wgmma
 
         try:
             return finish_wgmma(sch)

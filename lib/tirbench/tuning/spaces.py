@@ -29,9 +29,9 @@ from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
 from tirbench.schedules.gemm.simt import gemm_v5_space
-from tirbench.schedules.conv.wgmma_space import (require_wgmma_workload, tuned_kernel, wgmma_pass_config, wgmma_seeds,
-                                                 wgmma_space)
-from tirbench.schedules.conv.ws_kernels import as_built
+from tirbench.schedules.spaces.wgmma_space import (require_wgmma_workload, tuned_kernel, wgmma_pass_config,
+                                                   wgmma_seeds, wgmma_space)
+from tirbench.schedules.spaces.ws_kernels import as_built
 from tirbench.tuning.mutators import MutateCategorical
 from tirbench.tuning.postprocs import cuda_postprocs_keep_storage, wgmma_postprocs
 from tirbench.workloads.base import Workload

@@ -4,7 +4,7 @@ pipeline, float32 accumulators in registers; fp16 inputs, and int8 for the convo
 
 ``gemm_v8_wgmma`` is the rung; ``wgmma_nest`` and ``tensorize_wgmma`` are its two halves (the loop nest and shared
 tiles, then the tensor intrinsics and the pipeline), which the ``wgmma`` design space
-(``tirbench.schedules.conv.wgmma_space``) calls apart: it samples the nest and tensorizes once its decisions are
+(``tirbench.schedules.spaces.wgmma_space``) calls apart: it samples the nest and tensorizes once its decisions are
 known. The padding and the PassContext config are ``tensorcore``'s (``pad_gemm``, ``MMA_ASYNC_CONFIG``).
 """
 from __future__ import annotations

@@ -322,7 +322,7 @@ def intrin_names(n: int, tile_k: int, layout: str, overlap_stages: int = 0,
     return {role: name for role, (name, _) in made.items()}
 
 
-#: What the ``wgmma`` design space (``tirbench.schedules.conv.wgmma_space``) samples, so that its intrinsics can be
+#: What the ``wgmma`` design space (``tirbench.schedules.spaces.wgmma_space``) samples, so that its intrinsics can be
 #: registered here, below it: its k tile (one 128-byte swizzled row of halves), the wgmma N of its block columns,
 #: its pipeline depths (overlap needs 3 stages or more) and its shared-memory layouts.
 SPACE_TILE_K = 64

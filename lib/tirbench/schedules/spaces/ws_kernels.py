@@ -1,4 +1,4 @@
-"""The warp-specialized kernels the ``wgmma`` design space can draw (``conv.wgmma_space``: its pipeline decision),
+"""The warp-specialized kernels the ``wgmma`` design space can draw (``spaces.wgmma_space``: its pipeline decision),
 and how a candidate that drew one is built as that kernel.
 
 v9 (``gemm.tma_ws.gemm_v9_tma_ws``) and the warp-specialized convolution (``conv.tma_ws.conv2d_nhwc_tma_ws``) are

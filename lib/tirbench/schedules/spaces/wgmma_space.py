@@ -22,7 +22,7 @@ yields it: a candidate that draws it is finished as a stand-in (its v8 kernel wi
 overlap: what the cost model sees) whose root block carries the drawn kernel (``SUBSTITUTE``: its name, the
 workload's geometry and the parameters), and ``as_built`` swaps in the TIRx kernel wherever a candidate is built:
 the tuner's builders and ``tuning.replay`` (both, and the kernels' choices, checks and builders, in
-``conv.ws_kernels``). What is measured, recorded and replayed is the warp-specialized kernel; the database keeps the
+``spaces.ws_kernels``). What is measured, recorded and replayed is the warp-specialized kernel; the database keeps the
 trace, whose decisions say which one.
 
 The three tiles are perfect tiles, which ``MutateTileSize`` moves; the categorical choices are moved by
@@ -59,7 +59,7 @@ import json
 from tvm import s_tir
 
 from tirbench.schedules.common.decisions import with_decisions
-from tirbench.schedules.conv.ws_kernels import (CONV_WS, GEOMETRY, PIPELINE, PIPELINES, SUBSTITUTE, WS_CHOICES,
+from tirbench.schedules.spaces.ws_kernels import (CONV_WS, GEOMETRY, PIPELINE, PIPELINES, SUBSTITUTE, WS_CHOICES,
                                                 WS_KEYWORDS, require_ws, substitute_spec, ws_kernel, ws_record)
 from tirbench.schedules.common.padding import Padding, pad_to_tiles
 from tirbench.schedules.common.tiling import (MAX_SHARED_BYTES, REGISTERS_PER_SM, SampledTile, Warps, gemm_block,
