@@ -1,13 +1,18 @@
 """The warp-specialized convolutions (``schedules.conv.tma_ws``) on the CPU: the geometry they read from the
 workload, the CUDA they generate for sm_90a (TMA filter tiles and mbarriers for fp16, the producer's zero-filling
 cp.async gather signalling the same barriers, wgmma, no spills with nvcc; a 1x1 layer with both tiles by TMA),
-one-line errors for what they cannot take, and their place in the conv rules. Numerical checks need the GPU (notebooks 06 to 08 verify every row they time)."""
+one-line errors for what they cannot take, their place in the conv rules, and the int8 kernel's CUDA byte for byte
+(``INT8_HASHES``). Numerical checks need the GPU (notebooks 06 to 08 verify every row they time)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
+import tvm
 from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source, nvcc_report
@@ -19,6 +24,10 @@ from tirbench.workloads.conv2d import conv2d
 from tirbench.workloads.conv2d_int8 import conv2d_int8
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+#: sha256 of the int8 kernel's CUDA for each of its candidates at batch 256 (ReLU and residual), both filter layouts,
+#: recorded before the kernel was composed from the pieces it shares with v9 (``tests/test_cuda_identity.py`` holds
+#: the fp16 ones).
+INT8_HASHES = json.loads((Path(__file__).parent / "data" / "int8_tma_ws_cuda_hashes.json").read_text())
 
 
 def _fp16(*shape: int):
@@ -170,3 +179,13 @@ def test_rules_give_an_int8_layer_whose_channels_fill_k_tiles_a_krsc_form_on_the
     found, record, params = offered(wl, Choice("int8_tma_ws", {"filter_layout": "KRSC", **cand}, 1.0))
     assert found is forms[-1][0] and params == cand and record.candidates == (cand,)
     assert offered(wl, Choice("int8_tma_ws", cand, 1.0)) is None   # the layer's own filter layout has no such family
+
+
+@pytest.mark.parametrize("key", sorted(INT8_HASHES))
+def test_int8_cuda_is_byte_identical_to_the_recorded(key):
+    layout, params = key.split("|")
+    wl = conv2d_int8(256, 256, 14, 14, 512, relu=True, residual=True, filter_layout=layout)
+    sch = INT8_TMA_WS.apply(wl, {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()})
+    with tvm.transform.PassContext(config=INT8_TMA_WS.pass_config):
+        src = device_source(sch, tvm.target.Target("nvidia/nvidia-h100", host="llvm"))
+    assert hashlib.sha256(src.encode()).hexdigest() == INT8_HASHES[key]
