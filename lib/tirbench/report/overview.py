@@ -193,7 +193,7 @@ class TunedDatabase:
 
 
 def workload_of(work_dir: Path) -> tuple[Workload, str]:
-    """The workload and space a database directory is named after (``tuning.work_dir_for`` read backwards);
+    """The workload and space a database directory is named after (``tuning.tune.work_dir_for`` read backwards);
     ValueError or TypeError for a name it cannot read."""
     stem, space = work_dir.name, "default"
     for spec in SPACES.values():
