@@ -64,7 +64,8 @@ def test_run_all_leaves_the_readme_after_a_bad_command_line(clone, tmp_path, sta
     """Exit status 2 (run_all refused the command line, nothing ran): the README is not regenerated; the status is
     make's."""
     py = tmp_path / "py"
-    py.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ran\n[ "$2" = tirbench.report.run_all ] && exit {status}\nexit 0\n')
+    py.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ran\n'
+                  f'[ "$2" = tirbench.report.run_all ] && exit {status}\nexit 0\n')
     py.chmod(0o755)
     proc = subprocess.run(["make", "--no-print-directory", "run-all", f"PY={py}", "SETUP=", "PARAMS=-p repeats"],
                           cwd=clone, capture_output=True, text=True)
