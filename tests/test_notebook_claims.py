@@ -45,6 +45,7 @@ def test_markdown_quotes_no_measured_number(nb):
     typed = {m.group(0) for text in markdown(nb) for m in MEASURED.finditer(text)}
     allowed = set(ALLOWED.get(nb.stem, {}))
     assert typed <= allowed, f"{nb.name}: typed numbers {sorted(typed - allowed)}"
+    assert allowed <= typed, f"{nb.name}: ALLOWED lists numbers its prose no longer has: {sorted(allowed - typed)}"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
