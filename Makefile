@@ -1,6 +1,7 @@
 # make run-all   execute every notebook (papermill; 00_overview last), render HTML reports and their index, regenerate
 #                plots and the README table; a failing notebook does not stop the others, make fails naming it
-# make test      run the test suite (CPU only)
+# make test      run the test suite (CPU only) on TEST_WORKERS processes (pytest-xdist; default 2, CI's cores;
+#                TEST_WORKERS=1: one process, e.g. where pytest-xdist is not installed)
 # make lab       open the notebooks in JupyterLab (--allow-root when run as root); LAB_ARGS="--port 8890 --no-browser"
 #                passes more options to `jupyter lab`; it says where the executed copies are (results/executed/)
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
@@ -33,6 +34,7 @@ QUICK ?= False
 # that no selected notebook declares stops run-all before anything runs
 PARAMS ?=
 LAB_ARGS ?=
+TEST_WORKERS ?= 2
 
 # Options of tirbench.tuning.rpc.cluster (before its `tune` command) and the tuning CLI's arguments.
 CLUSTER ?=
@@ -52,7 +54,7 @@ readme: $(SETUP)
 	$(PY) -m tirbench.report.readme README.md
 
 test: $(SETUP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
 lab: $(SETUP)
 	@echo "lab: notebooks/ holds the notebooks without outputs; a GPU run's executed copies are in results/executed/NN_name.ipynb, its HTML reports in results/reports/ (index.html lists them)"

@@ -11,6 +11,9 @@ from tirbench.core.machine import has_cuda_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+#: One pytest-xdist worker runs this file's tests, in order: ``results/`` is hashed before the first notebook and
+#: compared after the last (``make test`` runs ``--dist loadgroup``, a group first, so these start at once).
+pytestmark = pytest.mark.xdist_group("notebooks")
 
 
 def snapshot(folder: Path) -> dict[str, str]:

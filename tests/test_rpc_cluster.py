@@ -14,6 +14,9 @@ from tirbench.tuning.rpc.cluster import Cluster, require_free_port, visible_gpus
 from tirbench.tuning.rpc import tracker
 
 ROOT = Path(__file__).resolve().parents[1]
+#: One pytest-xdist worker runs every test that starts RPC servers (here and tests/test_tuning_rpc.py): a server takes
+#: the first free port from 9090 on (``cluster.SERVER_PORT``), and two started at once on two workers could race for it.
+pytestmark = pytest.mark.xdist_group("rpc")
 
 
 def free_port() -> int:

@@ -31,6 +31,7 @@ from tirbench.tuning.tune import tune
 from tirbench.workloads import gemm
 
 WL = gemm(32, 32, 32)
+pytestmark = pytest.mark.xdist_group("rpc")   # RPC servers: on one pytest-xdist worker (see tests/test_rpc_cluster.py)
 ARGS = ["gemm", "32", "32", "32", "--target", "llvm", "--chunk", "4"]
 
 
