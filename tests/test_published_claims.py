@@ -199,3 +199,14 @@ def test_rows_timed_before_cuda_events_get_their_own_labelled_table(tmp_path):
     found = tables(text)
     assert len(found) == 2 and "| 02_window_sum |" in found[0][0] and "| 01_vector_add |" in found[1][0]
     assert "| 01_" not in found[0][0] and "time_evaluator" in text.split(found[1][0])[0].rsplit("\n\n", 2)[-2]
+
+
+def test_each_headline_row_is_compared_with_its_own_shapes_baseline(regenerated):
+    """A headline of several shapes divides each row by the baseline of the row's own shape and dtype: the baseline
+    row itself reads 1.000x (a 1024^3 cuBLAS row once divided the 4096^3 rows)."""
+    body = sections(regenerated)["results"][1]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in body.splitlines()
+             if line.startswith("| 0")]
+    baselines = [c for c in cells if c[7].endswith(f"x {c[3]}")]
+    assert baselines, "no baseline row in the headline table"
+    assert all(c[7] == f"1.000x {c[3]}" for c in baselines), [c[:8] for c in baselines if not c[7].startswith("1.000")]

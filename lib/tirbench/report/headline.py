@@ -31,9 +31,10 @@ HEADLINES: list[tuple[str, Headline]] = [
     ("01_vector_add", Headline(("67108864",), "a+b", "gbps")),
     ("02_window_sum", Headline(("67108864x3", "67108864"), "copy", "gbps")),
     ("03_gemm", Headline(("4096x4096x4096",), "cublas_{dtype}", "gflops")),
-    ("03_gemm", Headline(("1024x1024x1024",), "cublas_{dtype}", "gflops",
-                         ("v5_best", "v7_best", "v8_best", "v9_best", "metaschedule_float32",
-                          "metaschedule_v5_space_float32", "cublas_float32", "cublas_float16"))),
+    ("03_gemm_shapes", Headline(("4096x4096x4096", "1024x1024x1024"), "cublas_{dtype}", "gflops",
+                                ("v5_best", "v7_best", "v8_best", "v9_best", "v9_best_fp16_c", "cublas_float32",
+                                 "cublas_float16"))),
+    ("03_gemm_tuning", Headline(("4096x4096x4096", "1024x1024x1024"), "cublas_{dtype}", "gflops")),
     ("04_conv2d", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
     ("05_conv2d_batch1", Headline(("1x512x7x7x512x3x3x1x1",), "fastest:cudnn", "gflops")),
     ("06_conv2d_tensorcore", Headline(("256x256x14x14x512x3x3x1x1",), "fastest:cudnn", "gflops")),
@@ -64,7 +65,7 @@ def baseline_of(rows: pd.DataFrame, head: Headline, r: pd.Series) -> tuple[str, 
         return (found["variant"].iloc[-1], float(found[head.metric].iloc[-1])) if len(found) else (head.baseline,
                                                                                                     float("nan"))
     name = head.baseline.format(dtype=r["dtype"])
-    found = rows.loc[(rows["variant"] == name) & (rows["dtype"] == r["dtype"]), head.metric]
+    found = same.loc[same["variant"] == name, head.metric]
     return name, float(found.iloc[0]) if len(found) else float("nan")
 
 

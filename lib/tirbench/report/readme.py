@@ -150,9 +150,9 @@ def sweep_table(root: Path, sweep: Sweep = SWEEPS[0], recorded: Recorded = None)
 
 
 def padded_table(root: Path) -> str:
-    """Notebook 03's latest run with padded kernels: per shape no tile divides, the padded v5 (fp32) and v8 (fp16)
+    """Notebook 03_gemm_shapes' latest run with padded kernels: per shape no tile divides, the padded v5 (fp32) and v8 (fp16)
     kernels against cuBLAS at the same shape."""
-    df = read_results(root / "results" / "03_gemm" / "results.csv")
+    df = read_results(root / "results" / "03_gemm_shapes" / "results.csv")
     df = latest_run_where(df, df["variant"].astype(str).str.endswith("_padded")) if len(df) else df
     padded = df[df["variant"].astype(str).str.endswith("_padded")] if not df.empty else df
     if padded.empty:
@@ -166,7 +166,7 @@ def padded_table(root: Path) -> str:
         v = vendor.iloc[-1]
         lines.append(f"| {r.shape} | {r.variant} | {r.dtype} | {r.median_ms:.4f} | {r.gflops / 1e3:.1f} | "
                      f"{v['gflops'] / 1e3:.1f} | {r.gflops / v['gflops']:.3f}x |")
-    return "\n".join(lines) + f"\n\n{caption('03_gemm', df)}"
+    return "\n".join(lines) + f"\n\n{caption('03_gemm_shapes', df)}"
 
 
 def throughput_table(root: Path) -> str:
