@@ -37,7 +37,7 @@ from tirbench.workloads import conv2d, gemm
     (lambda: require_fits("sizes", [[1024] * 3, [100000] * 3], lambda ss: [gemm(*s) for s in ss],
                           GpuMemory(80 * 10**9, "H100")),
      r"sizes=.*: gemm 100000x100000x100000 needs 120 GB of buffers, more than the 80 GB of the H100$"),
-    (lambda: gpu_memory("A100"), "target_gpu='A100': expected one of 'H100', 'H200'"),
+    (lambda: gpu_memory("V100"), "target_gpu='V100': expected one of 'H100', 'H200', 'B200', 'A100'"),
 ])
 def test_bad_parameter_is_one_line_naming_it(check, message):
     with pytest.raises(ParameterError, match=message) as err:

@@ -188,8 +188,8 @@ L2_FLUSH_LIBRARY_ENV = "TIRBENCH_L2_FLUSH_LIBRARY"
 
 @functools.cache
 def l2_flush_executable() -> tvm.runtime.Executable | tvm.runtime.Module:
-    """The L2 flush kernel: a vector add over three ``L2_FLUSH_BYTES`` buffers, built for sm_90a (inside the target's
-    scope, so the CUDA compile takes the arch from the target), or loaded from the library that
+    """The L2 flush kernel: a vector add over three ``L2_FLUSH_BYTES`` buffers, built for ``cuda_target()``, the GPU
+    description's arch (inside the target's scope, so the CUDA compile takes the arch from the target), or loaded from the library that
     ``L2_FLUSH_LIBRARY_ENV`` names."""
     library = os.environ.get(L2_FLUSH_LIBRARY_ENV)
     if library and os.path.exists(library):

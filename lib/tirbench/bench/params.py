@@ -10,7 +10,8 @@ from typing import Callable, Mapping, Sequence, TypeVar
 import tvm
 
 from tirbench.core.errors import OneLineError
-from tirbench.core.machine import PEAKS, has_cuda_gpu
+from tirbench.core.gpu import PEAKS, current_gpu, peak_key
+from tirbench.core.machine import cuda_target, has_cuda_gpu
 from tirbench.workloads.base import Workload
 
 T = TypeVar("T")
@@ -55,9 +56,13 @@ def require_strings(**values: object) -> None:
             raise ParameterError(f"{name} must be a list of non-empty strings, got {value!r}")
 
 
-def require_target(target: object) -> None:
-    """ParameterError unless ``target`` names a TVM target (a tag such as "nvidia/nvidia-h100")."""
-    require_valid("target", target, tvm.target.Target)
+def require_target(target: object) -> tvm.target.Target:
+    """The CUDA target a notebook builds for: "auto" is ``cuda_target()`` (the GPU description's arch: this GPU's, or
+    ``TIRBENCH_ARCH``'s); anything else must name a TVM target (a tag such as "nvidia/nvidia-a100"), else a
+    ParameterError."""
+    if target == "auto":
+        return _made("target", target, lambda _: cuda_target())
+    return _made("target", target, lambda t: tvm.target.Target(t, host="llvm"))
 
 
 def require_valid(name: str, value: T, make: Callable[[T], object]) -> None:
@@ -83,11 +88,13 @@ class GpuMemory:
     gpu: str
 
 
-def gpu_memory(target_gpu: str = "H100") -> GpuMemory:
-    """The detected GPU's memory, or (no CUDA GPU here) the peak table's for ``target_gpu`` ("H100", "H200")."""
+def gpu_memory(target_gpu: str | None = None) -> GpuMemory:
+    """The detected GPU's memory, or (no CUDA GPU here) the peak table's for ``target_gpu`` ("H100", "T4"; default:
+    the GPU description's, ``current_gpu()``)."""
     if has_cuda_gpu():
         dev = tvm.cuda(0)
         return GpuMemory(int(dev.total_global_memory), dev.device_name)
+    target_gpu = target_gpu or peak_key(current_gpu().name)
     if target_gpu not in PEAKS:
         raise ParameterError(f"target_gpu={target_gpu!r}: expected one of {', '.join(map(repr, PEAKS))}")
     return GpuMemory(int(PEAKS[target_gpu].memory_gb * 1e9), target_gpu)

@@ -21,6 +21,7 @@ import pandas as pd
 from tirbench.bench import results
 from tirbench.bench.harness import Measurement
 from tirbench.core.atomic import write_atomic
+from tirbench.core.gpu import current_gpu
 from tirbench.core.machine import DeviceInfo, Peak, has_cuda_gpu, peak_for
 from tirbench.core.paths import output_dir, project_root
 
@@ -79,7 +80,7 @@ class Session:
         rec = self.recorded()
         src = (f"recorded on {rec['gpu'].iloc[0]} at {rec['timestamp'].iloc[0][:10]}" if not rec.empty
                else "none recorded yet")
-        return (f"[tirbench] No CUDA GPU found: building CUDA kernels for sm_90a (source shown), checking numerics "
+        return (f"[tirbench] No CUDA GPU found: building CUDA kernels for {current_gpu().arch} (source shown), checking numerics "
                 f"on llvm, plotting recorded GPU results ({src}); recorded results are left untouched.")
 
     @property

@@ -12,12 +12,13 @@ import tvm
 from tvm import s_tir
 
 from tirbench.core import lowering
+from tirbench.core.gpu import current_gpu
 from tirbench.core.machine import cuda_target
 
 
 def device_source(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target | None = None,
                   pass_config: Mapping[str, object] | None = None) -> str:
-    """The full device source TVM generates for ``kernel`` (CUDA for the default sm_90a target), under the
+    """The full device source TVM generates for ``kernel`` (CUDA for ``cuda_target()`` by default), under the
     PassContext ``pass_config`` its kernel record builds it with (the tensor-core kernels need theirs); None: the
     caller's PassContext."""
     mod = kernel.mod if isinstance(kernel, s_tir.Schedule) else kernel
@@ -36,14 +37,14 @@ def kernel_only(src: str) -> str:
 
 
 def show_cuda(kernel: s_tir.Schedule | tvm.IRModule) -> str:
-    """Print and return the generated CUDA kernel(s) for sm_90a."""
+    """Print and return the generated CUDA kernel(s) for ``cuda_target()``."""
     src = kernel_only(device_source(kernel))
     print(src)
     return src
 
 
-def nvcc_report(src: str, arch: str = "sm_90a") -> list[str]:
-    """Compile CUDA source to a cubin with nvcc and return ptxas's register/shared-memory/spill lines.
+def nvcc_report(src: str, arch: str | None = None) -> list[str]:
+    """Compile CUDA source to a cubin with nvcc for ``arch`` (default: ``current_gpu().arch``) and return ptxas's register/shared-memory/spill lines.
 
     Raises RuntimeError if nvcc is missing or rejects the source.
     """
@@ -53,7 +54,7 @@ def nvcc_report(src: str, arch: str = "sm_90a") -> list[str]:
     with tempfile.TemporaryDirectory() as d:
         cu = Path(d) / "kernel.cu"
         cu.write_text(src)
-        r = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-o", str(Path(d) / "kernel.cubin"), "--resource-usage",
+        r = subprocess.run([nvcc, f"-arch={arch or current_gpu().arch}", "-cubin", "-o", str(Path(d) / "kernel.cubin"), "--resource-usage",
                             "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", str(cu)],
                            capture_output=True, text=True)
     if r.returncode != 0:

@@ -1,22 +1,60 @@
-"""The machine we run on: CUDA GPU or not, device facts, targets and the peak table."""
+"""The machine we run on: CUDA GPU or not, device facts, and the CUDA target built from the GPU's description
+(``core.gpu``)."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 
 import tvm
+import tvm_ffi
 
-#: TVM tag used for every CUDA build: sm_90a, 48 KiB static shared memory, 1024 threads. The H200 has
-#: the same chip as the H100 (no H200 tag exists), so the same target serves both.
-CUDA_TARGET_TAG = "nvidia/nvidia-h100"
+from tirbench.core.gpu import PEAKS, Peak, arch_for, current_gpu, parse_arch, peak_for  # noqa: F401 - re-exported
+
+#: The TVM tag each architecture builds with (``tvm/backend/cuda/target_tags.py``: 48 KiB static shared memory,
+#: 1024 threads); an architecture without one gets ``target_dict``. sm_90a's tag is the H100's, right for the H200
+#: too (the same chip; no H200 tag exists).
+CUDA_TARGET_TAGS: dict[str, str] = {
+    "sm_75": "nvidia/nvidia-t4", "sm_80": "nvidia/nvidia-a100", "sm_86": "nvidia/nvidia-a10",
+    "sm_89": "nvidia/geforce-rtx-4090", "sm_90a": "nvidia/nvidia-h100", "sm_100a": "nvidia/nvidia-b100",
+}
 
 
-def cuda_target() -> tvm.target.Target:
-    """The sm_90a CUDA target (with an llvm host)."""
-    return tvm.target.Target(CUDA_TARGET_TAG, host="llvm")
+def target_dict(arch: str) -> dict[str, object]:
+    """A CUDA target for an architecture without a TVM tag (sm_120a, sm_103a), with the tags' limits."""
+    return {"kind": "cuda", "arch": arch, "max_shared_memory_per_block": 49152, "max_threads_per_block": 1024,
+            "thread_warp_size": 32, "registers_per_block": 65536}
+
+
+def cuda_target(arch: str | None = None) -> tvm.target.Target:
+    """The CUDA target (with an llvm host) for ``arch``, by default ``current_gpu().arch``: the tag
+    ``nvidia/nvidia-h100`` for sm_90a. On a GPU of a newer architecture, CUDA compiles to PTX (``use_ptx``), which
+    the driver compiles for the device."""
+    arch = arch or current_gpu().arch
+    if has_cuda_gpu() and parse_arch(arch)[0] < parse_arch(arch_for(current_gpu().compute_capability))[0]:
+        use_ptx()
+    tag = CUDA_TARGET_TAGS.get(arch)
+    return tvm.target.Target(tag if tag else target_dict(arch), host="llvm")
+
+
+def compile_to_ptx(code: str) -> bytearray:
+    """A ``tvm_callback_cuda_compile`` that returns PTX for ``compute_XY`` of the current target's arch (else
+    ``current_gpu().arch``), through NVRTC when cuda-bindings is installed, else nvcc: code the driver compiles."""
+    from tvm.support.nvcc import compile_cuda
+
+    target = tvm.target.Target.current(allow_none=True)
+    arch = str(target.arch) if target is not None and target.kind.name == "cuda" else current_gpu().arch
+    compiler = "nvrtc" if importlib.util.find_spec("cuda.bindings") else "nvcc"
+    return compile_cuda(code, target_format="ptx", arch=f"compute_{parse_arch(arch)[0]}", compiler=compiler)
+
+
+@functools.cache
+def use_ptx() -> None:
+    """Make TVM compile every CUDA module to PTX (``compile_to_ptx`` as ``tvm_callback_cuda_compile``); once."""
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_to_ptx, override=True)
 
 
 def cpu_target() -> tvm.target.Target:
@@ -40,32 +78,6 @@ def require_cuda_gpu() -> tvm.runtime.Device:
     if not has_cuda_gpu():
         raise RuntimeError("no CUDA GPU found: this step needs an NVIDIA GPU (run `nvidia-smi` to check)")
     return tvm.cuda(0)
-
-
-@dataclass(frozen=True)
-class Peak:
-    """Datasheet peaks (dense) of one GPU: the roofs on every plot."""
-
-    fp32_tflops: float
-    fp16_tensor_tflops: float
-    int8_tensor_tops: float
-    hbm_tbps: float
-    memory_gb: float  # device memory (HBM), in 10^9 bytes
-
-
-#: NVIDIA datasheet numbers for the SXM parts (H200 = H100 compute with more, faster HBM3e).
-PEAKS: dict[str, Peak] = {
-    "H100": Peak(fp32_tflops=67.0, fp16_tensor_tflops=989.0, int8_tensor_tops=1979.0, hbm_tbps=3.35, memory_gb=80.0),
-    "H200": Peak(fp32_tflops=67.0, fp16_tensor_tflops=989.0, int8_tensor_tops=1979.0, hbm_tbps=4.8, memory_gb=141.0),
-}
-
-
-def peak_for(gpu_name: str) -> Peak | None:
-    """The peak table entry whose key appears in ``gpu_name`` ("NVIDIA H200" -> H200), else None."""
-    for key, peak in PEAKS.items():
-        if key in gpu_name.upper():
-            return peak
-    return None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tirbench.bench.harness import Measurement
+from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.workloads.base import Workload
 
@@ -75,7 +76,7 @@ class KernelResult:
         wl = self.workload
         name = f"{wl.name} {wl.shape} {wl.dtype}{' ' + wl.layout if wl.layout else ''}"
         if self.device is None:
-            return f"{name}: {len(self.candidates)} candidates, their CUDA for sm_90a in {self.cuda}"
+            return f"{name}: {len(self.candidates)} candidates, their CUDA for {current_gpu().arch} in {self.cuda}"
         if self.chosen is None:
             return f"{name}: no candidate verified"
         c, v = self.chosen, self.vendor

@@ -17,6 +17,7 @@ from tirbench.bench import baselines, results
 from tirbench.bench.choose import sweep_forms
 from tirbench.bench.harness import Measurement
 from tirbench.bench.session import Session
+from tirbench.core.gpu import current_gpu
 from tirbench.core.machine import cuda_target, has_cuda_gpu
 from tirbench.kernel.offline import offline, tag, write_cuda
 from tirbench.kernel.result import Candidate, KernelResult
@@ -27,8 +28,8 @@ from tirbench.workloads.base import Workload
 
 #: What needs a GPU, said in one line on a machine without one, before anything else is done.
 NO_GPU = ("[tirbench] No CUDA GPU: building, verifying and timing the kernels and the vendor comparison need an "
-          "NVIDIA GPU; here: the rules' candidates, their CUDA for sm_90a (checked by nvcc) and the numerics llvm can "
-          "check")
+          f"NVIDIA GPU; here: the rules' candidates, their CUDA for {current_gpu().arch} (checked by nvcc) and the "
+          "numerics llvm can check")
 #: The notebook name the result rows carry.
 NOTEBOOK = "kernel"
 

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from tvm import s_tir
 from tvm.s_tir.schedule import ExprRV
 
+from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.checks import loop_extent, require_divides, require_positive_int, require_threads
 
 WARP = 32
-#: Shared memory one block may use on Hopper (227 KB). The tiles live in dynamic shared memory ("shared.dyn"),
-#: since static shared memory stops at 48 KB; TVM's CUDA runtime raises the kernel's limit (cuFuncSetAttribute)
-#: when a launch asks for more than that.
-MAX_SHARED_BYTES = 227 * 1024
-#: 32-bit registers of an SM (Hopper), shared by the threads of the blocks it runs.
-REGISTERS_PER_SM = 65536
+#: Shared memory one block may use on the GPU the suite builds for (``current_gpu()``: 227 KB on Hopper, 99 KB on
+#: an sm_86/89/120 GPU). The tiles live in dynamic shared memory ("shared.dyn"), since static shared memory stops
+#: at 48 KB; TVM's CUDA runtime raises the kernel's limit (cuFuncSetAttribute) when a launch asks for more than that.
+MAX_SHARED_BYTES = current_gpu().shared_memory_per_block
+#: 32-bit registers of an SM of that GPU, shared by the threads of the blocks it runs.
+REGISTERS_PER_SM = current_gpu().registers_per_sm
 
 
 def gemm_block(sch: s_tir.Schedule, name: str = "C") -> tuple[s_tir.SBlockRV, int, int, int]:

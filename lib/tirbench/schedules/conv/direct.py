@@ -142,7 +142,7 @@ def conv2d_nchw_splitk(sch: s_tir.Schedule, *, split: int = 16, block_k: int = 1
                        block_pixels: tuple[int, int] = (7, 7), step: int = 8) -> s_tir.Schedule:
     """A small-batch convolution with its input channels split ``split`` ways across blocks (split-K).
 
-    At batch 1 a layer has few outputs (25,088 for ResNet-50's last 3x3 layer, for 132 SMs), each a long sum
+    At batch 1 a layer has few outputs (25,088 for ResNet-50's last 3x3 layer, for the SMs of a whole GPU), each a long sum
     (4,608 products). ``rfactor`` turns the sum over input channels into ``split`` partial sums written to a buffer
     ``Y_rf`` by independent blocks, and a second kernel adds them up: ``split`` times more blocks, each with a
     ``split``-times shorter reduction. A block computes ``block_k`` output channels x ``block_pixels`` (rows x

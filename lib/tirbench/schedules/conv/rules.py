@@ -3,7 +3,7 @@
 What TVM's DLight does for GEMM and GEMV (rules that read the block), for convolution: ``rule_records(wl)`` reads
 the workload's dtype, layout and sizes, looks at it as a GEMM (``GemmView``: M = N*OH*OW output pixels, N = K
 output channels, K = C*R*S), and returns the ``KernelRecord`` families that apply, each with a short list of
-candidates ranked by a cost model of the H100 (132 SMs), so that ``bench.sweep`` builds, verifies and times only
+candidates ranked by a cost model of the GPU (its SM count, ``SMS``, from ``core.gpu.current_gpu()``), so that ``bench.sweep`` builds, verifies and times only
 a few. No tuning: a layer is one sweep.
 
 - float32 NCHW: split-K direct convolution (``NCHW_SPLITK``): slices of the input channels, output-channel
@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 from tvm import s_tir
 
 from tirbench.core.errors import refusal
+from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM,
                                              NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA,
@@ -43,14 +44,15 @@ from tirbench.workloads.conv2d import output_size
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
-#: Streaming multiprocessors of the GPU the cost model assumes (H100 SXM; the H200 has as many).
-SMS = 132
+#: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
+#: GPU of ``TIRBENCH_ARCH``, else an H100).
+SMS = current_gpu().sm_count
 #: Candidates kept per family.
 KEEP = 4
 #: Static shared memory a SIMT kernel may use per block (bytes).
 SHARED_LIMIT = 48 * 1024
 #: Most threads a split-K block may have; most multiply-adds in its unrolled step body (``step`` x R x S x
-#: ``thread_k``); and most of both together (threads x body). ptxas 13 (sm_90a) hoists every shared-memory load of
+#: ``thread_k``); and most of both together (threads x body). ptxas 13 (Hopper build) hoists every shared-memory load of
 #: the unrolled body into registers: past these, it keeps a block to 32 registers a thread and spills 1-2.6 KB.
 #: Measured with ``nvcc -Xptxas -v`` on ResNet-50's 3x3 layer at 56x56: blocks of 392-784 threads with a 288-FMA
 #: body spill 1.0-2.6 KB and run at 250 us on an H100; 256 threads with that body spill 8 bytes and run at 47 us;
