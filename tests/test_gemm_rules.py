@@ -6,8 +6,17 @@ import math
 
 import pytest
 
-from tirbench.schedules.gemm.records import V8_WGMMA, V9_TMA_WS
-from tirbench.schedules.gemm.rules import rule_records, score, sm_count, wave_fill, waves, with_raster
+from tirbench.schedules.gemm.records import SPLITK_MMA, SPLITK_SIMT, V5_WARP_TILED, V8_WGMMA, V9_TMA_WS
+from tirbench.schedules.gemm.rules import (
+    SPLITK_ROWS,
+    block_count,
+    rule_records,
+    score,
+    sm_count,
+    wave_fill,
+    waves,
+    with_raster,
+)
 from tirbench.workloads import gemm
 
 
@@ -52,8 +61,38 @@ def test_every_shape_gets_candidates_no_taller_than_its_rows(size, dtype):
 
 
 def test_few_rows_get_narrow_tiles_that_give_every_sm_a_block():
-    (v5,) = rule_records(gemm(37, 4096, 4096))
+    v5, _ = rule_records(gemm(37, 4096, 4096))
+    assert v5.name == V5_WARP_TILED.name
     assert _tiles(v5)[0] == (64, 32) and waves(37, 4096, (64, 32)) == pytest.approx(128 / 132)
+
+
+def test_split_k_blocks_are_tiles_times_slices():
+    """37 x 4096 in 64 x 64 tiles: 64 blocks fill 64 of the 132 SMs; in 2 slices, 128 blocks fill 128."""
+    assert block_count(37, 4096, (64, 64), split=2) == 128
+    assert wave_fill(37, 4096, (64, 64), 2) == pytest.approx(37 / 64 * 128 / 132)
+    assert score(37, 4096, (64, 64), 2) > score(37, 4096, (64, 64))
+
+
+@pytest.mark.parametrize("size", [(37, 4096, 4096), (100, 3000, 5000)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype, family", [("float32", SPLITK_SIMT), ("float16", SPLITK_MMA)])
+def test_few_rows_are_offered_split_k_whose_slices_fill_the_sms(size, dtype, family):
+    """Beside the ladder's families, split-K: tiles that take every row, 2-16 slices, the first candidate's blocks
+    (tiles x slices) for 90% of the SMs or more, ranked by score, then the larger tile, then the fewer slices."""
+    m, n, _ = size
+    records = rule_records(gemm(*size, dtype=dtype))
+    assert records[-1].name == family.name and len(records) == 2
+    params = [family.params(c) for c in records[-1].candidates]
+    assert params and all(p["block_tile"][0] == -(-m // 64) * 64 and p["split"] in (2, 4, 8, 16) for p in params)
+    assert block_count(m, n, params[0]["block_tile"], params[0]["split"]) >= 0.9 * sm_count()
+    keys = [(-score(m, n, p["block_tile"], p["split"]), -math.prod(p["block_tile"]), p["split"]) for p in params]
+    assert keys == sorted(keys)
+
+
+@pytest.mark.parametrize("size, dtype", [((4096, 4096, 4096), "float32"), ((4096, 4096, 4096), "float16"),
+                                         ((SPLITK_ROWS + 1, 4096, 4096), "float32")])
+def test_split_k_is_not_offered_past_few_rows(size, dtype):
+    names = [r.name for r in rule_records(gemm(*size, dtype=dtype), keep=1)]
+    assert names and not {SPLITK_SIMT.name, SPLITK_MMA.name} & set(names)
 
 
 def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():

@@ -20,6 +20,7 @@ from tirbench.schedules.gemm.simt import (
     gemm_v4_pipelined,
     gemm_v5_warp_tiled,
 )
+from tirbench.schedules.gemm.splitk import gemm_splitk_mma, gemm_splitk_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
@@ -139,6 +140,39 @@ NARROW: dict[str, tuple[dict[str, Any], ...]] = {
         {"block_tile": (64, 64), "stages": 4, "overlap": True},
     ),
 }
+
+#: The slices the split-K sweeps try for each of their tiles.
+SPLITS = (2, 4, 8, 16)
+
+
+def with_splits(*tiles: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Each of ``tiles`` with each of ``SPLITS``: a split-K family's sweep."""
+    return tuple({"split": split, **tile} for tile in tiles for split in SPLITS)
+
+
+#: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows):
+#: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
+#: the 132 SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through v5's
+#: nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64), float16 through v7's mma.sync (64 x 64, 64 x 128,
+#: 128 x 64, 128 x 128). Not yet measured on a GPU.
+SPLITK_SIMT = KernelRecord(
+    "splitk_simt", gemm_splitk_simt,
+    {"split": 4, "block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4,
+     "async_copy": True}, FP32_GEMM, SIMT_ASYNC_CONFIG, candidates=with_splits(
+        {"block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4)},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
+        {"block_tile": (128, 32), "warp_tile": (32, 32), "thread_tile": (8, 4)},
+        {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
+    ))
+SPLITK_MMA = KernelRecord(
+    "splitk_mma", gemm_splitk_mma,
+    {"split": 4, "block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32, "stages": 4, "prefetch": "k_step"},
+    FP16_GEMM, MMA_ASYNC_CONFIG, candidates=with_splits(
+        {"block_tile": (64, 64), "warp_tile": (32, 32)},
+        {"block_tile": (64, 128), "warp_tile": (32, 64)},
+        {"block_tile": (128, 64), "warp_tile": (64, 32)},
+        {"block_tile": (128, 128), "warp_tile": (64, 64)},
+    ))
 
 
 def fits_rows(record: KernelRecord, cand: dict[str, Any], m: int) -> bool:

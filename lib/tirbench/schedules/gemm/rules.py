@@ -9,6 +9,9 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
 - float16, float32 C: v9's warp-specialized TMA kernel (``V9_TMA_WS``; only where its tiles divide the GEMM) and v8's
   wgmma (``V8_WGMMA``; any shape, padded).
 - float16, float16 C (cuBLAS's fp16 GEMM): v9 only (the only rung that writes a half C).
+- at most ``SPLITK_ROWS`` rows, also split-K (``FEW_ROWS``: ``SPLITK_SIMT`` for float32, ``SPLITK_MMA`` for float16
+  with a float32 C; ``gemm.splitk``): K in ``split`` slices computed by ``split`` times as many blocks, then summed.
+  A GEMM of 37 rows has too few block tiles to fill the SMs however narrow they are; its slices do.
 
 The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``) and
 the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score
@@ -16,9 +19,11 @@ the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM 
 per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time,
 times the share of each tile that is not padding; times the tile's reuse (``reuse``: the multiply-adds per value it
 loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so that a 64 x 32 tile whose last wave is
-a little fuller does not beat a 128 x 256 one at 4096^3. The best score first (to two decimals), then the larger tile;
-a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
-on Hopper at every size notebook 03 records.
+a little fuller does not beat a 128 x 256 one at 4096^3. A split-K candidate's blocks are its tiles times its
+``split``. The best score first (to two decimals), then the larger tile, then the fewer slices (less partial-sum
+traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
+on Hopper at every size notebook 03 records (split-K's float16 partial GEMM is v7's nest: v8's cannot take the
+partial GEMM's reindexed A).
 """
 from __future__ import annotations
 
@@ -27,7 +32,16 @@ from typing import Any, Mapping
 
 from tirbench.core.errors import refusal
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.gemm.records import NARROW, PADDED, V5_WARP_TILED, V8_WGMMA, V9_TMA_WS, fits_rows
+from tirbench.schedules.gemm.records import (
+    NARROW,
+    PADDED,
+    SPLITK_MMA,
+    SPLITK_SIMT,
+    V5_WARP_TILED,
+    V8_WGMMA,
+    V9_TMA_WS,
+    fits_rows,
+)
 from tirbench.workloads.base import Workload
 
 #: Streaming multiprocessors of the GPU the rules plan for (H100 SXM; the H200 has as many): the conv rules' ``SMS``
@@ -44,6 +58,14 @@ FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
     ("float16", "float32"): (V9_TMA_WS, V8_WGMMA),
     ("float16", "float16"): (V9_TMA_WS,),
 }
+#: GEMMs of at most this many rows are also offered split-K, whose block tiles take every row (``gemm.splitk``): one
+#: 128-row tile (past that the GEMM has two block rows of tiles or more without slicing K).
+SPLITK_ROWS = 128
+#: The split-K families, by (input dtype, output dtype), offered after ``FAMILIES``' at up to ``SPLITK_ROWS`` rows.
+FEW_ROWS: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
+    ("float32", "float32"): (SPLITK_SIMT,),
+    ("float16", "float32"): (SPLITK_MMA,),
+}
 
 
 def sm_count() -> int:
@@ -51,9 +73,9 @@ def sm_count() -> int:
     return SMS
 
 
-def block_count(m: int, n: int, block_tile: tuple[int, int]) -> int:
-    """The block tiles of an ``m`` x ``n`` C (edge tiles padded)."""
-    return math.ceil(m / block_tile[0]) * math.ceil(n / block_tile[1])
+def block_count(m: int, n: int, block_tile: tuple[int, int], split: int = 1) -> int:
+    """The blocks of an ``m`` x ``n`` C: its block tiles (edge tiles padded) times the slices of K (``split``)."""
+    return math.ceil(m / block_tile[0]) * math.ceil(n / block_tile[1]) * split
 
 
 def waves(m: int, n: int, block_tile: tuple[int, int]) -> float:
@@ -61,11 +83,12 @@ def waves(m: int, n: int, block_tile: tuple[int, int]) -> float:
     return block_count(m, n, block_tile) / sm_count()
 
 
-def wave_fill(m: int, n: int, block_tile: tuple[int, int]) -> float:
+def wave_fill(m: int, n: int, block_tile: tuple[int, int], split: int = 1) -> float:
     """The share of the SMs' time spent on useful work: ``blocks / (ceil(blocks / SMs) * SMs)`` (how full the last
-    wave is), times the share of the block tiles that is not padding."""
-    blocks, sms = block_count(m, n, block_tile), sm_count()
-    useful = m * n / (blocks * block_tile[0] * block_tile[1])
+    wave is; ``split`` slices of K make ``split`` times the blocks), times the share of the block tiles that is not
+    padding."""
+    blocks, sms = block_count(m, n, block_tile, split), sm_count()
+    useful = m * n * split / (blocks * block_tile[0] * block_tile[1])
     return useful * blocks / (math.ceil(blocks / sms) * sms)
 
 
@@ -76,9 +99,10 @@ def reuse(block_tile: tuple[int, int]) -> float:
     return min(1.0, per_value(*block_tile) / per_value(*FULL_REUSE))
 
 
-def score(m: int, n: int, block_tile: tuple[int, int]) -> float:
-    """How the rules rank a block tile for an ``m`` x ``n`` C: ``wave_fill`` times ``reuse``, to two decimals."""
-    return round(wave_fill(m, n, block_tile) * reuse(block_tile), 2)
+def score(m: int, n: int, block_tile: tuple[int, int], split: int = 1) -> float:
+    """How the rules rank a block tile (in ``split`` slices of K) for an ``m`` x ``n`` C: ``wave_fill`` times
+    ``reuse``, to two decimals."""
+    return round(wave_fill(m, n, block_tile, split) * reuse(block_tile), 2)
 
 
 def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mapping[str, Any]:
@@ -104,12 +128,13 @@ def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...
 
 def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
     """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``score`` first, then the
-    larger tile."""
+    larger tile, then the fewer slices of K (split-K)."""
     m, n = wl.sizes["m"], wl.sizes["n"]
 
-    def key(cand: Mapping[str, Any]) -> tuple[float, int]:
-        bm, bn = record.params(cand)["block_tile"]
-        return (-score(m, n, (bm, bn)), -bm * bn)
+    def key(cand: Mapping[str, Any]) -> tuple[float, int, int]:
+        params = record.params(cand)
+        (bm, bn), split = params["block_tile"], params.get("split", 1)
+        return (-score(m, n, (bm, bn), split), -bm * bn, split)
 
     taken: list[Mapping[str, Any]] = []
     for cand in sorted(candidate_pool(record, m), key=key):
@@ -127,6 +152,8 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if families is None:
         raise ValueError(f"no GEMM rule takes {wl.dtype} inputs with a {wl.out_dtype} C: the rules take float32, "
                          f"float16 with a float32 C, and float16 with a float16 C")
+    if wl.sizes["m"] <= SPLITK_ROWS:
+        families = (*families, *FEW_ROWS.get((wl.dtype, wl.out_dtype), ()))
     records = [f.with_candidates(cands) for f in families if (cands := ranked(wl, f, keep))]
     if not records:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes gemm {wl.shape} ({wl.dtype}, "

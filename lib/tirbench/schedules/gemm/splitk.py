@@ -8,8 +8,9 @@ GEMM of ``split`` x M rows (``transform_block_layout``: row ``slice * M + i`` of
 its A is A's row i from column ``slice * K / split``, through a ``reindex`` block that the shared-memory fill
 inlines), so the GEMM ladder's helpers schedule it unchanged: v5's warp-tiled SIMT kernel for float32
 (``gemm_splitk_simt``), v7's ldmatrix + mma.sync for float16 inputs with a float32 C (``gemm_splitk_mma``). A block
-tile's rows lie in one slice (its rows divide the padded M), and ``split`` times as many blocks each loop over a
-``split``-th of K.
+tile takes every row of C (M padded to its rows), so block row = slice: ``split`` times as many blocks as tiles,
+each looping over a ``split``-th of K. (With several block rows to a slice, TVM cannot tell that a tile's B rows lie
+in one slice: v5's fragments go to local memory and llvm refuses its unrolled loops.)
 
 Any m, n, k: M, N and K are padded to (``block_tile``, ``split`` x ``tile_k``) first (``common.padding``: predicated
 fills; the sum stores only the real outputs). Costs: the partial buffer (``split`` x padded M x padded N floats,
@@ -52,8 +53,12 @@ def split_k(sch: s_tir.Schedule, *, split: int, block_tile: tuple[int, int], til
     slices: block ``<block>_rf``, a GEMM of ``split`` x padded-M rows into a 2-D partial buffer, ready for a GEMM
     helper (module docstring). Returns the blocks ``finish`` folds away once the helper has made its shared tiles:
     A's slice-major rows (the ``reindex`` block) and the padding's."""
-    require_split(split, loop_extent(sch, sch.get_loops(sch.get_sblock(block))[-1]), tile_k)
+    rows, _, k = (loop_extent(sch, loop) for loop in sch.get_loops(sch.get_sblock(block)))
+    require_split(split, k, tile_k)
     m, _, _ = padded_extents(sch, block, (*block_tile, split * tile_k), TILE_PARAMS)
+    if m != block_tile[0]:
+        raise ValueError(f"block_tile[0]={block_tile[0]} is shorter than the m={rows} rows: a split-K block tile "
+                         f"takes every row (so that a tile's rows lie in one slice), pick {m} or more")
     padding = pad_to_tiles(sch, block, (*block_tile, split * tile_k))
     blk = sch.get_sblock(block)
     _, _, kk = sch.get_loops(blk)
