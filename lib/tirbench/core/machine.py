@@ -41,14 +41,15 @@ def cuda_target(arch: str | None = None) -> tvm.target.Target:
 
 
 def compile_to_ptx(code: str) -> bytearray:
-    """A ``tvm_callback_cuda_compile`` that returns PTX for ``compute_XY`` of the current target's arch (else
-    ``current_gpu().arch``), through NVRTC when cuda-bindings is installed, else nvcc: code the driver compiles."""
+    """A ``tvm_callback_cuda_compile`` that returns PTX for the current target's arch (else ``current_gpu().arch``;
+    sm_80 -> compute_80), through NVRTC when cuda-bindings is installed, else nvcc: code the driver compiles."""
     from tvm.support.nvcc import compile_cuda
 
     target = tvm.target.Target.current(allow_none=True)
     arch = str(target.arch) if target is not None and target.kind.name == "cuda" else current_gpu().arch
-    compiler = "nvrtc" if importlib.util.find_spec("cuda.bindings") else "nvcc"
-    return compile_cuda(code, target_format="ptx", arch=f"compute_{parse_arch(arch)[0]}", compiler=compiler)
+    compiler = "nvrtc" if importlib.util.find_spec("cuda") and importlib.util.find_spec("cuda.bindings") else "nvcc"
+    return compile_cuda(code, target_format="ptx", arch="compute_" + arch.removeprefix("sm_"),
+                        compiler=compiler)
 
 
 @functools.cache
