@@ -228,10 +228,19 @@ def _device_spec() -> GpuSpec:
 
 
 @functools.cache
-def _device_or_none() -> GpuSpec | None:
-    from tirbench.core import machine   # machine builds on this module; its has_cuda_gpu honours TIRBENCH_FORCE_CPU
+def has_cuda_gpu() -> bool:
+    """True when TVM's CUDA runtime is loaded and sees device 0 (``TIRBENCH_FORCE_CPU=1`` says no)."""
+    if os.environ.get("TIRBENCH_FORCE_CPU") == "1":
+        return False
+    try:
+        return bool(tvm.runtime.enabled("cuda") and tvm.cuda(0).exist)
+    except Exception:  # no driver, no libcuda: same answer
+        return False
 
-    return _device_spec() if machine.has_cuda_gpu() else None
+
+@functools.cache
+def _device_or_none() -> GpuSpec | None:
+    return _device_spec() if has_cuda_gpu() else None
 
 
 def current_gpu() -> GpuSpec:

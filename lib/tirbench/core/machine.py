@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import tvm
 import tvm_ffi
 
-from tirbench.core.gpu import PEAKS, Peak, arch_for, current_gpu, parse_arch, peak_for  # noqa: F401 - re-exported
+from tirbench.core.gpu import (PEAKS, Peak, arch_for, current_gpu, has_cuda_gpu, parse_arch,  # noqa: F401 - re-exported
+                               peak_for)
 
 #: The TVM tag each architecture builds with (``tvm/backend/cuda/target_tags.py``: 48 KiB static shared memory,
 #: 1024 threads); an architecture without one gets ``target_dict``. sm_90a's tag is the H100's, right for the H200
@@ -61,17 +62,6 @@ def use_ptx() -> None:
 def cpu_target() -> tvm.target.Target:
     """The llvm target used for numerical checks on machines without a GPU."""
     return tvm.target.Target({"kind": "llvm", "num-cores": os.cpu_count() or 1})
-
-
-@functools.cache
-def has_cuda_gpu() -> bool:
-    """True when TVM's CUDA runtime is loaded and sees device 0 (``TIRBENCH_FORCE_CPU=1`` says no)."""
-    if os.environ.get("TIRBENCH_FORCE_CPU") == "1":
-        return False
-    try:
-        return bool(tvm.runtime.enabled("cuda") and tvm.cuda(0).exist)
-    except Exception:  # no driver, no libcuda: same answer
-        return False
 
 
 def require_cuda_gpu() -> tvm.runtime.Device:
