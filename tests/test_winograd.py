@@ -19,7 +19,9 @@ from tvm import s_tir
 from tirbench.bench.harness import inputs_and_reference, output_error, run_checked
 from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
 from tirbench.core.errors import refusal
+from tirbench.core.build import build
 from tirbench.core.machine import cpu_target
+from tirbench.core.serial import without_threads
 from tirbench.schedules.conv.records import WINOGRAD
 from tirbench.schedules.conv.rules import winograd_tiles
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
@@ -170,6 +172,16 @@ def test_every_access_is_proven_in_bounds(shape, m, layout):
     """X, U and Y, and the intermediates V and M (P and K not multiples of the GEMM tiles; 9x9 crops its tiles)."""
     missed, checked = unproven_accesses(scheduled(shape, m, layout)[0].mod, ("X", "U", "Y", "V", "M"))
     assert checked >= 9 and not missed, missed[:3]
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_scheduled_layer_matches_numpy_where_the_threads_do_not_divide_channels_x_tiles(m):
+    """4 channels x 18 (F(2x2)) or 8 (F(4x4)) tiles for 256 threads: the idle threads of the input transform store
+    nothing (its register cache's store once had no predicate and wrote past the end of V). Run on llvm with the
+    threads one after another."""
+    wl = conv2d_winograd(2, 4, 6, 6, 8, m=m, layout="NCHW")
+    sch = WINOGRAD.apply(wl, SMALL_GEMM)
+    run_checked(wl, build(without_threads(wl.mod, sch), cpu_target()), tvm.cpu(0))
 
 
 @pytest.mark.parametrize("m, terms", [(2, 8 * 8), (4, 22 * 22)])

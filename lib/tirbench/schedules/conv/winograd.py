@@ -60,19 +60,26 @@ def _unroll_under_thread(sch: s_tir.Schedule, *blocks: s_tir.SBlockRV) -> None:
 
 
 def winograd_input_transform(sch: s_tir.Schedule, *, threads: int = 256) -> s_tir.Schedule:
-    """Kernel 1: V = B^T d B, one thread per (channel, tile), the tile d in registers (its loads predicated)."""
+    """Kernel 1: V = B^T d B, one thread per (channel, tile), the tile d in registers (its loads predicated). V is
+    summed in registers and stored once where ``threads`` divides channels x tiles; elsewhere it is summed in place:
+    the store of a register cache (``reverse_compute_at``) would carry no predicate, and the last block's idle
+    threads would write past the end of V."""
     require_threads(threads, param="threads")
     blk = sch.get_sblock("input_transform")
     e, u, c, p, a, b = sch.get_loops(blk)
+    whole = loop_extent(sch, c) * loop_extent(sch, p) % threads == 0
     sch.reorder(c, p, e, u, a, b)
     tx = _thread_per_item(sch, blk, (c, p), threads)
-    v_local = sch.cache_write(blk, 0, "local")
-    sch.reverse_compute_at(v_local, tx)
+    stored = []
+    if whole:
+        v_local = sch.cache_write(blk, 0, "local")
+        sch.reverse_compute_at(v_local, tx)
+        stored.append(v_local)
     tile = sch.get_sblock("input_tile")
     sch.compute_at(tile, tx)
     sch.set_scope(tile, 0, "local")
     init = sch.decompose_reduction(blk, sch.get_loops(blk)[2])
-    _unroll_under_thread(sch, tile, init, blk, v_local)
+    _unroll_under_thread(sch, tile, init, blk, *stored)
     return sch
 
 
