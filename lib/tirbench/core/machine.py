@@ -13,7 +13,7 @@ import tvm
 import tvm_ffi
 
 from tirbench.core.gpu import (PEAKS, Peak, arch_for, current_gpu, has_cuda_gpu, parse_arch,  # noqa: F401 - re-exported
-                               peak_for)
+                               peak_for, peak_key)
 
 #: The TVM tag each architecture builds with (``tvm/backend/cuda/target_tags.py``: 48 KiB static shared memory,
 #: 1024 threads); an architecture without one gets ``target_dict``. sm_90a's tag is the H100's, right for the H200

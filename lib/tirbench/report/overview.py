@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from tirbench.bench.plots import VENDORS
-from tirbench.core.machine import PEAKS, Peak, peak_for
+from tirbench.core.machine import Peak, peak_for, peak_key
 from tirbench.report.published import labelled_results, shown_variant
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning import throughput
@@ -60,8 +60,8 @@ def latest_per_gpu(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_key(gpu: str) -> str:
-    """A short name for file names: the peak table's key ("H100"), else the GPU name made safe."""
-    return next((k for k in PEAKS if k in gpu.upper()), re.sub(r"[^A-Za-z0-9]+", "_", gpu).strip("_"))
+    """A short name for file names: the peak table's key ("H100", "RTX_4090"), else the GPU name, made safe."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", peak_key(gpu) or gpu).strip("_")
 
 
 def compute_roof(peak: Peak, dtype: str) -> float | None:
