@@ -6,8 +6,16 @@ import math
 
 import pytest
 
-from tirbench.schedules.gemm.records import SPLITK_MMA, SPLITK_SIMT, V5_WARP_TILED, V8_WGMMA, V9_TMA_WS
+from tirbench.schedules.gemm.records import (
+    SPLITK_MMA,
+    SPLITK_SIMT,
+    SPLITK_WGMMA,
+    V5_WARP_TILED,
+    V8_WGMMA,
+    V9_TMA_WS,
+)
 from tirbench.schedules.gemm.rules import (
+    SPLITK_MIN_K,
     SPLITK_ROWS,
     block_count,
     rule_records,
@@ -74,25 +82,28 @@ def test_split_k_blocks_are_tiles_times_slices():
 
 
 @pytest.mark.parametrize("size", [(37, 4096, 4096), (100, 3000, 5000)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("dtype, family", [("float32", SPLITK_SIMT), ("float16", SPLITK_MMA)])
-def test_few_rows_are_offered_split_k_whose_slices_fill_the_sms(size, dtype, family):
-    """Beside the ladder's families, split-K: tiles that take every row, 2-16 slices, the first candidate's blocks
+@pytest.mark.parametrize("dtype, families", [("float32", (SPLITK_SIMT,)), ("float16", (SPLITK_WGMMA, SPLITK_MMA))])
+def test_few_rows_are_offered_split_k_whose_slices_fill_the_sms(size, dtype, families):
+    """After the ladder's family, split-K: tiles that take every row, 2-16 slices, the first candidate's blocks
     (tiles x slices) for 90% of the SMs or more, ranked by score, then the larger tile, then the fewer slices."""
     m, n, _ = size
     records = rule_records(gemm(*size, dtype=dtype))
-    assert records[-1].name == family.name and len(records) == 2
-    params = [family.params(c) for c in records[-1].candidates]
-    assert params and all(p["block_tile"][0] == -(-m // 64) * 64 and p["split"] in (2, 4, 8, 16) for p in params)
-    assert block_count(m, n, params[0]["block_tile"], params[0]["split"]) >= 0.9 * sm_count()
-    keys = [(-score(m, n, p["block_tile"], p["split"]), -math.prod(p["block_tile"]), p["split"]) for p in params]
-    assert keys == sorted(keys)
+    assert [r.name for r in records[1:]] == [f.name for f in families]
+    for record in records[1:]:
+        params = [record.params(c) for c in record.candidates]
+        assert params and all(p["block_tile"][0] == -(-m // 64) * 64 and p["split"] in (2, 4, 8, 16)
+                              for p in params)
+        assert block_count(m, n, params[0]["block_tile"], params[0]["split"]) >= 0.9 * sm_count()
+        keys = [(-score(m, n, p["block_tile"], p["split"]), -math.prod(p["block_tile"]), p["split"]) for p in params]
+        assert keys == sorted(keys)
 
 
 @pytest.mark.parametrize("size, dtype", [((4096, 4096, 4096), "float32"), ((4096, 4096, 4096), "float16"),
-                                         ((SPLITK_ROWS + 1, 4096, 4096), "float32")])
+                                         ((SPLITK_ROWS + 1, 4096, 4096), "float32"),
+                                         ((37, 4096, SPLITK_MIN_K - 1), "float32")])
 def test_split_k_is_not_offered_past_few_rows(size, dtype):
     names = [r.name for r in rule_records(gemm(*size, dtype=dtype), keep=1)]
-    assert names and not {SPLITK_SIMT.name, SPLITK_MMA.name} & set(names)
+    assert names and not {SPLITK_SIMT.name, SPLITK_WGMMA.name, SPLITK_MMA.name} & set(names)
 
 
 def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():

@@ -1,6 +1,7 @@
 """Split-K GEMM for few rows (``schedules.gemm.splitk``): the float32 family computes the product on llvm at shapes
-no tile divides and K no split divides, storing nothing outside C; the float16 family's CUDA compiles for sm_90a
-with nvcc, both with every access of A, B, C and the partial buffer proven in bounds; bad parameters are one line."""
+no tile divides and K no split divides, storing nothing outside C; the float16 families' CUDA (mma.sync, wgmma)
+compiles for sm_90a with nvcc; every family's accesses of A, B, C and the partial buffer are proven in bounds; bad
+parameters are one line."""
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from tvm import s_tir
 from tirbench.bench.harness import check_output
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.serial import without_threads
-from tirbench.schedules.gemm.records import SPLITK_MMA, SPLITK_SIMT
+from tirbench.schedules.gemm.records import SPLITK_MMA, SPLITK_SIMT, SPLITK_WGMMA
 from tirbench.schedules.gemm.splitk import gemm_splitk_simt
 from tirbench.workloads.gemm import gemm
 
@@ -51,14 +52,17 @@ def test_fp32_split_k_matches_numpy_on_llvm_and_stores_only_inside_c(case):
     (SPLITK_SIMT, (37, 4096, 4096), {"split": 8, "block_tile": (64, 64)}),
     (SPLITK_MMA, (37, 4096, 4096), {"split": 8, "block_tile": (64, 128), "warp_tile": (32, 64)}),
     (SPLITK_MMA, (100, 3000, 5000), {"split": 4, "block_tile": (128, 64), "warp_tile": (64, 32)}),
-], ids=["fp32-37", "fp16-37", "fp16-100"])
+    (SPLITK_WGMMA, (37, 4096, 4096), {"split": 8, "block_tile": (64, 128)}),
+    (SPLITK_WGMMA, (100, 3000, 5000), {"split": 4, "block_tile": (128, 128), "stages": 3}),
+], ids=["fp32-37", "mma-37", "mma-100", "wgmma-37", "wgmma-100"])
 def test_split_k_compiles_for_sm90a_with_every_access_in_bounds(record, size, params):
-    """Two kernels (the partial GEMM, the sum); fp16's partial GEMM is mma.sync; nvcc takes the CUDA without a stack
-    frame (local arrays that stayed in registers); A, B, C and the partial buffer are accessed only inside them."""
-    sch = record.apply(gemm(*size, dtype="float16" if record is SPLITK_MMA else "float32"), params)
+    """Two kernels (the partial GEMM, the sum); fp16's partial GEMM is mma.sync or wgmma; nvcc takes the CUDA
+    without a stack frame (local arrays that stayed in registers); A, B, C and the partial buffer are accessed only
+    inside them."""
+    sch = record.apply(gemm(*size, dtype="float32" if record is SPLITK_SIMT else "float16"), params)
     src = device_source(sch, pass_config=record.pass_config)
     assert len(set(re.findall(r"__global__ void __launch_bounds__\(\d+\) (\w+)\(", src))) == 2
-    assert ("mma.sync" in src) == (record is SPLITK_MMA)
+    assert ("mma.sync" in src, "wgmma.mma_async" in src) == (record is SPLITK_MMA, record is SPLITK_WGMMA)
     if shutil.which("nvcc"):
         report = nvcc_report(src)
         assert sum("registers" in line for line in report) == 2, report
@@ -77,15 +81,17 @@ def test_split_k_compiles_for_sm90a_with_every_access_in_bounds(record, size, pa
      r"block_tile\[0\]=64 is shorter than the m=100 rows: a split-K block tile takes every row .* pick 128 or more"),
     (SPLITK_SIMT, (37, 64, 256), {"warp_tile": (32, 64)}, r"warp_tile\[1\]=64 does not divide block_tile\[1\]=32"),
     (SPLITK_MMA, (37, 64, 256), {"warp_tile": (24, 32)}, r"warp_tile\[0\]=24 does not divide block_tile\[0\]=64"),
+    (SPLITK_WGMMA, (16, 64, 1024), {"block_tile": (32, 64)}, r"block_tile\[0\]=32 must be a multiple of 64"),
 ])
 def test_bad_parameters_are_one_line(record, size, params, message):
-    wl = gemm(*size, dtype="float16" if record is SPLITK_MMA else "float32")
+    wl = gemm(*size, dtype="float32" if record is SPLITK_SIMT else "float16")
     with pytest.raises(ValueError, match=message) as err:
         record.apply(wl, params)
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("record, dtype", [(SPLITK_SIMT, "float16"), (SPLITK_MMA, "float32")])
+@pytest.mark.parametrize("record, dtype", [(SPLITK_SIMT, "float16"), (SPLITK_MMA, "float32"),
+                                           (SPLITK_WGMMA, "float32")])
 def test_each_family_takes_its_own_dtype(record, dtype):
     with pytest.raises(ValueError, match=f"{record.name} does not take gemm .* takes float") as err:
         record.apply(gemm(37, 64, 256, dtype=dtype))

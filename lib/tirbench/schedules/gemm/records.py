@@ -20,7 +20,7 @@ from tirbench.schedules.gemm.simt import (
     gemm_v4_pipelined,
     gemm_v5_warp_tiled,
 )
-from tirbench.schedules.gemm.splitk import gemm_splitk_mma, gemm_splitk_simt
+from tirbench.schedules.gemm.splitk import gemm_splitk_mma, gemm_splitk_simt, gemm_splitk_wgmma
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
@@ -153,8 +153,9 @@ def with_splits(*tiles: dict[str, Any]) -> tuple[dict[str, Any], ...]:
 #: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows):
 #: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
 #: the 132 SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through v5's
-#: nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64), float16 through v7's mma.sync (64 x 64, 64 x 128,
-#: 128 x 64, 128 x 128). Not yet measured on a GPU.
+#: nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64), float16 through v8's wgmma (with the overlap of
+#: ``NARROW``'s and ``PADDED``'s tiles) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each). Not yet
+#: measured on a GPU.
 SPLITK_SIMT = KernelRecord(
     "splitk_simt", gemm_splitk_simt,
     {"split": 4, "block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4,
@@ -163,6 +164,15 @@ SPLITK_SIMT = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 32), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
+    ))
+SPLITK_WGMMA = KernelRecord(
+    "splitk_wgmma", gemm_splitk_wgmma,
+    {"split": 4, "block_tile": (64, 64), "tile_k": 64, "stages": 4, "overlap": True}, FP16_GEMM, MMA_ASYNC_CONFIG,
+    candidates=with_splits(
+        {"block_tile": (64, 64)},
+        {"block_tile": (64, 128)},
+        {"block_tile": (128, 64)},
+        {"block_tile": (128, 128), "stages": 3},
     ))
 SPLITK_MMA = KernelRecord(
     "splitk_mma", gemm_splitk_mma,

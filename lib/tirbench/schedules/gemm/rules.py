@@ -9,9 +9,10 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
 - float16, float32 C: v9's warp-specialized TMA kernel (``V9_TMA_WS``; only where its tiles divide the GEMM) and v8's
   wgmma (``V8_WGMMA``; any shape, padded).
 - float16, float16 C (cuBLAS's fp16 GEMM): v9 only (the only rung that writes a half C).
-- at most ``SPLITK_ROWS`` rows, also split-K (``FEW_ROWS``: ``SPLITK_SIMT`` for float32, ``SPLITK_MMA`` for float16
-  with a float32 C; ``gemm.splitk``): K in ``split`` slices computed by ``split`` times as many blocks, then summed.
-  A GEMM of 37 rows has too few block tiles to fill the SMs however narrow they are; its slices do.
+- at most ``SPLITK_ROWS`` rows and a K of ``SPLITK_MIN_K`` or more, also split-K (``FEW_ROWS``: ``SPLITK_SIMT``
+  for float32, ``SPLITK_WGMMA`` and ``SPLITK_MMA`` for float16 with a float32 C; ``gemm.splitk``): K in ``split``
+  slices computed by ``split`` times as many blocks, then summed. A GEMM of 37 rows has too few block tiles to fill
+  the SMs however narrow they are; its slices do.
 
 The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``) and
 the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score
@@ -22,8 +23,8 @@ loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so th
 a little fuller does not beat a 128 x 256 one at 4096^3. A split-K candidate's blocks are its tiles times its
 ``split``. The best score first (to two decimals), then the larger tile, then the fewer slices (less partial-sum
 traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
-on Hopper at every size notebook 03 records (split-K's float16 partial GEMM is v7's nest: v8's cannot take the
-partial GEMM's reindexed A).
+on Hopper at every size notebook 03 records (split-K offers v7's nest beside v8's for its float16
+partial GEMM, to be measured).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from tirbench.schedules.gemm.records import (
     PADDED,
     SPLITK_MMA,
     SPLITK_SIMT,
+    SPLITK_WGMMA,
     V5_WARP_TILED,
     V8_WGMMA,
     V9_TMA_WS,
@@ -61,10 +63,13 @@ FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
 #: GEMMs of at most this many rows are also offered split-K, whose block tiles take every row (``gemm.splitk``): one
 #: 128-row tile (past that the GEMM has two block rows of tiles or more without slicing K).
 SPLITK_ROWS = 128
+#: ... and at least this deep a K: two slices of 256 or more (a shorter sum gains less from slicing than the partial
+#: buffer and the second launch cost; an assumption, not a measurement).
+SPLITK_MIN_K = 512
 #: The split-K families, by (input dtype, output dtype), offered after ``FAMILIES``' at up to ``SPLITK_ROWS`` rows.
 FEW_ROWS: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
     ("float32", "float32"): (SPLITK_SIMT,),
-    ("float16", "float32"): (SPLITK_MMA,),
+    ("float16", "float32"): (SPLITK_WGMMA, SPLITK_MMA),
 }
 
 
@@ -152,7 +157,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if families is None:
         raise ValueError(f"no GEMM rule takes {wl.dtype} inputs with a {wl.out_dtype} C: the rules take float32, "
                          f"float16 with a float32 C, and float16 with a float16 C")
-    if wl.sizes["m"] <= SPLITK_ROWS:
+    if wl.sizes["m"] <= SPLITK_ROWS and wl.sizes["k"] >= SPLITK_MIN_K:
         families = (*families, *FEW_ROWS.get((wl.dtype, wl.out_dtype), ()))
     records = [f.with_candidates(cands) for f in families if (cands := ranked(wl, f, keep))]
     if not records:

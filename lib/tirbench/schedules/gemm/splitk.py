@@ -7,7 +7,8 @@ block "C_rf" writes them to a float32 buffer and block "C" adds the slices up. T
 GEMM of ``split`` x M rows (``transform_block_layout``: row ``slice * M + i`` of its C is slice ``slice`` of row i;
 its A is A's row i from column ``slice * K / split``, through a ``reindex`` block that the shared-memory fill
 inlines), so the GEMM ladder's helpers schedule it unchanged: v5's warp-tiled SIMT kernel for float32
-(``gemm_splitk_simt``), v7's ldmatrix + mma.sync for float16 inputs with a float32 C (``gemm_splitk_mma``). A block
+(``gemm_splitk_simt``); for float16 inputs with a float32 C, v8's wgmma (``gemm_splitk_wgmma``) and v7's ldmatrix +
+mma.sync (``gemm_splitk_mma``). A block
 tile takes every row of C (M padded to its rows), so block row = slice: ``split`` times as many blocks as tiles,
 each looping over a ``split``-th of K. (With several block rows to a slice, TVM cannot tell that a tile's B rows lie
 in one slice: v5's fragments go to local memory and llvm refuses its unrolled loops.)
@@ -24,6 +25,7 @@ from tirbench.schedules.common.checks import loop_extent, require_positive_int
 from tirbench.schedules.common.padding import Padding, pad_to_tiles, padded_extents
 from tirbench.schedules.gemm.simt import gemm_v5_warp_tiled
 from tirbench.schedules.gemm.tensorcore import TILE_PARAMS, gemm_v7_mma
+from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 
 #: The largest split the family takes (more slices than this make the partial buffer outweigh the GEMM's own
 #: traffic at few rows).
@@ -121,4 +123,14 @@ def gemm_splitk_mma(sch: s_tir.Schedule, *, split: int = 4, block_tile: tuple[in
     padding = split_k(sch, split=split, block_tile=block_tile, tile_k=tile_k)
     gemm_v7_mma(sch, block="C_rf", block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
                 async_copy=True, prefetch=prefetch)
+    return finish(sch, padding)
+
+
+def gemm_splitk_wgmma(sch: s_tir.Schedule, *, split: int = 4, block_tile: tuple[int, int] = (64, 64),
+                      tile_k: int = 64, stages: int = 4, overlap: bool = True) -> s_tir.Schedule:
+    """float16 split-K (float32 partial sums and C) on Hopper: the partial GEMM is v8's wgmma kernel
+    (``gemm_v8_wgmma``, swizzled shared tiles; ``overlap``: the next tile's copies issued before this tile's
+    math) with these tiles; ``split`` slices of K."""
+    padding = split_k(sch, split=split, block_tile=block_tile, tile_k=tile_k)
+    gemm_v8_wgmma(sch, block="C_rf", block_tile=block_tile, tile_k=tile_k, stages=stages, overlap=overlap)
     return finish(sch, padding)
