@@ -44,7 +44,8 @@ def show_cuda(kernel: s_tir.Schedule | tvm.IRModule) -> str:
 
 
 def nvcc_report(src: str, arch: str | None = None) -> list[str]:
-    """Compile CUDA source to a cubin with nvcc for ``arch`` (default: ``current_gpu().arch``) and return ptxas's register/shared-memory/spill lines.
+    """Compile CUDA source to a cubin with nvcc for ``arch`` (default: ``current_gpu().arch``) and return ptxas's
+    register/shared-memory/spill lines.
 
     Raises RuntimeError if nvcc is missing or rejects the source.
     """

@@ -1,6 +1,6 @@
-"""The rules' kernels without a GPU: each candidate scheduled, its CUDA for the target's arch written and checked by ``nvcc``,
-and its numerics checked on ``llvm`` where they can be (``llvm_check``). Nothing is built for the GPU or timed: that
-takes seconds per candidate, not the build of a sweep."""
+"""The rules' kernels without a GPU: each candidate scheduled, its CUDA for the GPU description's arch written and
+checked by ``nvcc``, and its numerics checked on ``llvm`` where they can be (``llvm_check``). Nothing is built for the
+GPU or timed: that takes seconds per candidate, not the build of a sweep."""
 from __future__ import annotations
 
 import re

@@ -3,8 +3,8 @@
 What TVM's DLight does for GEMM and GEMV (rules that read the block), for convolution: ``rule_records(wl)`` reads
 the workload's dtype, layout and sizes, looks at it as a GEMM (``GemmView``: M = N*OH*OW output pixels, N = K
 output channels, K = C*R*S), and returns the ``KernelRecord`` families that apply, each with a short list of
-candidates ranked by a cost model of the GPU (its SM count, ``SMS``, from ``core.gpu.current_gpu()``), so that ``bench.sweep`` builds, verifies and times only
-a few. No tuning: a layer is one sweep.
+candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.gpu.current_gpu()``), so that
+``bench.sweep`` builds, verifies and times only a few. No tuning: a layer is one sweep.
 
 - float32 NCHW: split-K direct convolution (``NCHW_SPLITK``): slices of the input channels, output-channel
   blocks, output-pixel blocks; every factor a divisor of its axis (any H, W, C, K), ranked by blocks per SM and

@@ -90,7 +90,7 @@ V8_WGMMA = KernelRecord(
         {"block_tile": (128, 64), "stages": 4, "overlap": True},
     ))
 #: v9's sweep: the defaults (128x256 with two consumer warpgroups, persistent, the TMA store) and variations of them
-#: for large GEMMs; at 1024^3 smaller tiles, whose 64-128 blocks fill more of the 132 SMs (an exploration on the
+#: for large GEMMs; at 1024^3 smaller tiles, whose 64-128 blocks fill more of an H100's SMs (an exploration on the
 #: H100: 128x64 with 6 stages 0.93x cuBLAS).
 V9_TMA_WS = KernelRecord(
     "v9_tma_ws", gemm_v9_tma_ws,
@@ -130,7 +130,7 @@ PADDED: dict[str, tuple[dict[str, Any], ...]] = {
 
 #: Candidates for GEMMs of few rows (the GEMM rules offer them beside the others; ``gemm.rules``): 64-row tiles
 #: narrow enough that a GEMM of 64 rows still has a block for every SM (at M = 37, N = 4096: 128 blocks of 64 x 32
-#: where 64 x 64 tiles give 64 and leave half of the 132 SMs idle; v8's B tile stays 64 halves wide, the 128-byte
+#: where 64 x 64 tiles give 64 and leave half of an H100's SMs idle; v8's B tile stays 64 halves wide, the 128-byte
 #: row its swizzled layout needs). Not yet measured on a GPU.
 NARROW: dict[str, tuple[dict[str, Any], ...]] = {
     V5_WARP_TILED.name: (
@@ -152,7 +152,7 @@ def with_splits(*tiles: dict[str, Any]) -> tuple[dict[str, Any], ...]:
 
 #: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows):
 #: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
-#: the 132 SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through v5's
+#: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through v5's
 #: nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64), float16 through v8's wgmma (with the overlap of
 #: ``NARROW``'s and ``PADDED``'s tiles) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each). Not yet
 #: measured on a GPU.

@@ -32,6 +32,7 @@ import math
 from typing import Any, Mapping
 
 from tirbench.core.errors import refusal
+from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.gemm.records import (
     NARROW,
@@ -46,9 +47,9 @@ from tirbench.schedules.gemm.records import (
 )
 from tirbench.workloads.base import Workload
 
-#: Streaming multiprocessors of the GPU the rules plan for (H100 SXM; the H200 has as many): the conv rules' ``SMS``
-#: (``schedules.conv.rules``, a floor above this one), read here only through ``sm_count()``.
-SMS = 132
+#: Streaming multiprocessors of the GPU the rules plan for (``core.gpu.current_gpu()``), as the conv rules' ``SMS``
+#: (``schedules.conv.rules``, a floor above this one); read here only through ``sm_count()``.
+SMS = current_gpu().sm_count
 #: Candidates kept per family (the chooser builds, verifies and times them all).
 KEEP = 5
 #: The block tile whose reuse the model counts as enough: past its ``bm*bn / (bm+bn)`` a block is taken to be
@@ -74,7 +75,7 @@ FEW_ROWS: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
 
 
 def sm_count() -> int:
-    """The SMs of the GPU the rules plan for (``SMS``: an H100 or H200)."""
+    """The SMs of the GPU the rules plan for (``SMS``, from the GPU description)."""
     return SMS
 
 

@@ -1,7 +1,7 @@
 """Split-K GEMM for few rows: K cut into ``split`` slices, each slice's partial C computed by its own blocks, then
 summed by a second kernel (deterministic: no atomics).
 
-A GEMM of 37 or 100 rows has N / 64 = 47-64 block tiles for 132 SMs, each looping over all of K. ``rfactor`` turns
+A GEMM of 37 or 100 rows has N / 64 = 47-64 block tiles for an H100's SMs, each looping over all of K. ``rfactor`` turns
 the sum over K into ``split`` partial sums (as ``conv.direct.conv2d_nchw_splitk`` does for batch-1 convolutions):
 block "C_rf" writes them to a float32 buffer and block "C" adds the slices up. The partial GEMM is laid out as a
 GEMM of ``split`` x M rows (``transform_block_layout``: row ``slice * M + i`` of its C is slice ``slice`` of row i;
