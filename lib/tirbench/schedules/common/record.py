@@ -27,6 +27,9 @@ class KernelRecord:
     accepts: Accepts
     pass_config: Mapping[str, object] = field(default_factory=dict)
     candidates: tuple[Mapping[str, Any], ...] = ()
+    #: The PTX features its CUDA uses (``core.gpu.FEATURES_SINCE`` / ``FEATURES_ON`` names: "cp_async", "wgmma", ...),
+    #: which an architecture must have to run it (``core.gpu.require_feature``). Data for now: nothing filters on it.
+    needs: tuple[str, ...] = ()
 
     def params(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The helper's keyword arguments: the defaults, then ``overrides``."""

@@ -21,7 +21,7 @@ CONV_TC_CONFIG = MMA_ASYNC_CONFIG
 #: TVM's classic HWCN schedule (notebook 04 builds it one primitive at a time).
 HWCN_SEED = KernelRecord("hwcn_seed", conv2d_hwcn_classic,
                          {"tile": 8, "threads": 8, "step": 8, "vthreads": 2, "vector": 4},
-                         takes("conv", ("float32", "float16"), ("HWCN",)))
+                         takes("conv", ("float32", "float16"), ("HWCN",)), needs=())
 #: The same layer as a GEMM per output pixel through the v5 nest; the sweep: the GEMM ladder's fastest fp32 tilings
 #: at 4096^3 (block 128x256, tile_k 16), and smaller blocks for more blocks per SM.
 HWCN_HOPPER = KernelRecord(
@@ -34,7 +34,7 @@ HWCN_HOPPER = KernelRecord(
         {"block_tile": (256, 128), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (32, 64), "tile_k": 16, "stages": 2, "prefetch": "k_step"},
         {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 32, "stages": 2},
-    ))
+    ), needs=("cp_async",))
 #: Split-K for batch-1 NCHW layers: many slices for the deep 7x7 and 14x14 layers, fewer where channels are few
 #: (the 56x56 layers, the 3-channel stem); a candidate that does not divide a layer is skipped.
 NCHW_SPLITK = KernelRecord(
@@ -50,7 +50,7 @@ NCHW_SPLITK = KernelRecord(
         {"split": 2, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 8},
         {"split": 1, "block_k": 16, "thread_k": 4, "block_pixels": (8, 8), "step": 3},
         {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 16), "step": 1},
-    ))
+    ), needs=())
 
 #: fp32 implicit GEMM through the v5 nest, any shape (``conv.simt_gemm``). The sweeps run from 4x4-thread tiles of
 #: 32 x 64 / 64 x 32 / 64 x 64 (more blocks for batch-1 layers of 49 to 3136 pixels and many channels) to the
@@ -67,7 +67,7 @@ NCHW_GEMM = KernelRecord(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
-    ))
+    ), needs=("cp_async",))
 NHWC_GEMM = KernelRecord(
     "nhwc_gemm", conv2d_nhwc_implicit_gemm, SIMT_GEMM_DEFAULTS, takes("conv", ("float32",), ("NHWC",)),
     SIMT_ASYNC_CONFIG, candidates=(
@@ -77,7 +77,7 @@ NHWC_GEMM = KernelRecord(
         {"block_tile": (64, 128), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
-    ))
+    ), needs=("cp_async",))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
 
 FP16_NHWC = takes("conv", ("float16",), ("NHWC",))
@@ -92,7 +92,7 @@ NHWC_WGMMA = KernelRecord(
         {"block_tile": (64, 256), "stages": 4, "overlap": True},
         {"block_tile": (128, 64), "stages": 4},
         {"block_tile": (64, 64), "stages": 4},
-    ))
+    ), needs=("cp_async", "wgmma"))
 #: ... and on mma.sync, down to 32-row tiles for GEMM_M with no divisor that is a multiple of 64.
 NHWC_MMA = KernelRecord(
     "nhwc_mma", conv2d_nhwc_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
@@ -100,7 +100,7 @@ NHWC_MMA = KernelRecord(
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4},
-    ))
+    ), needs=("ldmatrix", "mma_m16n8k16", "cp_async"))
 #: ... and warp-specialized (``conv.tma_ws``): filter tiles by TMA, im2col tiles gathered by a producer warpgroup, v9's
 #: consumers, Y stored through shared memory by TMA (``tma_store``). Measured on an H100 (2026-11-25, notebook 06, against
 #: cuDNN channels_last): 0.94x at batch 256 (170 us, persistent; 201 us with the register epilogue), 0.98x and 0.83x on
@@ -115,7 +115,7 @@ NHWC_TMA_WS = KernelRecord(
         {"block_tile": (64, 128), "stages": 8, "consumers": 1},
         {"block_tile": (128, 128), "stages": 6},
         {"block_tile": (128, 64), "stages": 8},
-    ))
+    ), needs=("cp_async", "mbarrier", "tma", "setmaxnreg", "wgmma"))
 #: The 1x1 layers of stride 1 without padding, whose input is their im2col matrix: ``conv2d_nhwc_tma_ws`` with A by
 #: TMA too (``a_by_tma``), i.e. v9's GEMM (N*H*W x C) @ (C x K) with a half C; v9's tiles, persistent or not.
 NHWC_1X1_TMA = KernelRecord(
@@ -127,7 +127,7 @@ NHWC_1X1_TMA = KernelRecord(
         {"block_tile": (128, 128), "stages": 6},
         {"block_tile": (128, 64), "stages": 8},
         {"block_tile": (64, 128), "stages": 8, "consumers": 1, "persistent_ctas": 0},
-    ))
+    ), needs=("mbarrier", "tma", "setmaxnreg", "wgmma"))
 TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS, NHWC_1X1_TMA)
 
 INT8_NCHW32 = takes("epilogue", ("int8",), ("NCHW32",))
@@ -142,7 +142,7 @@ INT8_WGMMA = KernelRecord(
         {"block_tile": (128, 128), "tile_k": 128, "stages": 3, "overlap": True},
         {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved"},
         {"block_tile": (128, 64), "tile_k": 64, "stages": 4, "layout": "interleaved", "l1_fill": True},
-    ))
+    ), needs=("cp_async", "wgmma"))
 #: ... and on mma.sync m16n8k32, down to 32-row tiles for GEMM_M = 1568 (7x7 at batch 32); k tiles of 32 for layers
 #: of one 32-channel group (the 3-channel stem, stored as 32 channels: the k tiles 64 and 128 do not divide it).
 INT8_MMA = KernelRecord(
@@ -153,7 +153,7 @@ INT8_MMA = KernelRecord(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
         {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32, "stages": 4},
-    ))
+    ), needs=("ldmatrix", "mma_s8_m16n8k32", "cp_async"))
 #: ... and warp-specialized (``conv.tma_ws``), on the filter stored (K, R, S, C) (``conv2d_int8(...,
 #: filter_layout="KRSC")``: a k tile's 128 channels are one TMA box row; the NC/32HW32 filter's 32 contiguous bytes
 #: make the producer gather it, 198 us at batch 256). On an H100 (2026-11-25, probe, bit-exact): 136.8 us at batch
@@ -174,7 +174,7 @@ INT8_TMA_WS = KernelRecord(
         {"block_tile": (128, 256), "stages": 4, "l1_gather": True},
         {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132, "lanes": 2, "l1_gather": True},
         {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132, "lanes": 8},
-    ))
+    ), needs=("cp_async", "mbarrier", "tma", "setmaxnreg", "wgmma"))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
 
 #: Winograd F(m x m, 3x3) fp32 (``conv2d_winograd``, NCHW or NHWC; m = 2 or 4 is the workload's, since the module
@@ -197,4 +197,4 @@ WINOGRAD = KernelRecord(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
-    ))
+    ), needs=("cp_async",))

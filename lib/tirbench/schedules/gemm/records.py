@@ -30,16 +30,16 @@ FP16_GEMM = takes("C", ("float16",), out_dtypes=("float32",))
 #: v9 also writes C in half precision (``gemm(..., out_dtype="float16")``), as cuBLAS's fp16 GEMM does.
 FP16_GEMM_ANY_C = takes("C", ("float16",), out_dtypes=("float32", "float16"))
 
-V0_NAIVE = KernelRecord("v0_naive", gemm_v0_naive, {"threads": (16, 16)}, FP32_GEMM)
+V0_NAIVE = KernelRecord("v0_naive", gemm_v0_naive, {"threads": (16, 16)}, FP32_GEMM, needs=())
 V1_LOCAL = KernelRecord("v1_local", gemm_v1_local, {"thread_tile": (8, 8), "threads": (8, 8), "tile_k": 4},
-                        FP32_GEMM)
+                        FP32_GEMM, needs=())
 V2_SHARED = KernelRecord("v2_shared", gemm_v2_shared, {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8},
-                         FP32_GEMM)
+                         FP32_GEMM, needs=())
 V3_VECTORIZED = KernelRecord("v3_vectorized", gemm_v3_vectorized,
-                             {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8}, FP32_GEMM)
+                             {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8}, FP32_GEMM, needs=())
 V4_PIPELINED = KernelRecord("v4_pipelined", gemm_v4_pipelined,
                             {"block_tile": (128, 128), "thread_tile": (8, 8), "tile_k": 8, "stages": 2,
-                             "async_copy": True}, FP32_GEMM, SIMT_ASYNC_CONFIG)
+                             "async_copy": True}, FP32_GEMM, SIMT_ASYNC_CONFIG, needs=("cp_async",))
 #: v5's sweep: the 128x256 / 32x64 / k_step one has the tile sizes the v5-space search found at 4096^3, with v5's
 #: lane order.
 V5_WARP_TILED = KernelRecord(
@@ -56,9 +56,9 @@ V5_WARP_TILED = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 3},
-    ))
+    ), needs=("cp_async",))
 V6_WMMA = KernelRecord("v6_wmma", gemm_v6_wmma, {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 32},
-                       FP16_GEMM)
+                       FP16_GEMM, needs=("wmma",))
 #: v7's rung tiling is timed as the rung itself; the sweep adds deeper k tiles and smaller blocks.
 V7_MMA_LDMATRIX = KernelRecord(
     "v7_mma_ldmatrix", gemm_v7_mma,
@@ -70,7 +70,7 @@ V7_MMA_LDMATRIX = KernelRecord(
         {"block_tile": (128, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (64, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
         {"block_tile": (64, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4},
-    ))
+    ), needs=("ldmatrix", "mma_m16n8k16", "cp_async"))
 #: v8's sweep keeps the non-overlapped tiles as the overlap's baseline, and one unswizzled tile (the lesson: the
 #: interleaved layout is several times slower); 128x128 with 3 stages fits two blocks per SM.
 V8_WGMMA = KernelRecord(
@@ -88,7 +88,7 @@ V8_WGMMA = KernelRecord(
         {"block_tile": (256, 128), "stages": 3, "raster": 8, "overlap": True},
         {"block_tile": (64, 128), "stages": 4, "overlap": True},
         {"block_tile": (128, 64), "stages": 4, "overlap": True},
-    ))
+    ), needs=("cp_async", "wgmma"))
 #: v9's sweep: the defaults (128x256 with two consumer warpgroups, persistent, the TMA store) and variations of them
 #: for large GEMMs; at 1024^3 smaller tiles, whose 64-128 blocks fill more of an H100's SMs (an exploration on the
 #: H100: 128x64 with 6 stages 0.93x cuBLAS).
@@ -103,7 +103,7 @@ V9_TMA_WS = KernelRecord(
         {"block_tile": (128, 128), "stages": 6},
         {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0},
         {"block_tile": (64, 128), "stages": 4, "consumers": 1, "persistent_ctas": 0},
-    ))
+    ), needs=("mbarrier", "tma", "setmaxnreg", "wgmma"))
 
 #: The ladder, slowest first.
 LADDER: tuple[KernelRecord, ...] = (V0_NAIVE, V1_LOCAL, V2_SHARED, V3_VECTORIZED, V4_PIPELINED, V5_WARP_TILED,
@@ -164,7 +164,7 @@ SPLITK_SIMT = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 32), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
-    ))
+    ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(
     "splitk_wgmma", gemm_splitk_wgmma,
     {"split": 4, "block_tile": (64, 64), "tile_k": 64, "stages": 4, "overlap": True}, FP16_GEMM, MMA_ASYNC_CONFIG,
@@ -173,7 +173,7 @@ SPLITK_WGMMA = KernelRecord(
         {"block_tile": (64, 128)},
         {"block_tile": (128, 64)},
         {"block_tile": (128, 128), "stages": 3},
-    ))
+    ), needs=("cp_async", "wgmma"))
 SPLITK_MMA = KernelRecord(
     "splitk_mma", gemm_splitk_mma,
     {"split": 4, "block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32, "stages": 4, "prefetch": "k_step"},
@@ -182,7 +182,7 @@ SPLITK_MMA = KernelRecord(
         {"block_tile": (64, 128), "warp_tile": (32, 64)},
         {"block_tile": (128, 64), "warp_tile": (64, 32)},
         {"block_tile": (128, 128), "warp_tile": (64, 64)},
-    ))
+    ), needs=("ldmatrix", "mma_m16n8k16", "cp_async"))
 
 
 def fits_rows(record: KernelRecord, cand: dict[str, Any], m: int) -> bool:
