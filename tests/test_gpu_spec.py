@@ -241,3 +241,12 @@ def test_no_hopper_number_outside_the_description_and_the_hopper_families():
         found += [f"{rel}: {line.strip()}" for line in code_lines(path) if HOPPER_WORDS.search(line)
                   and not any(rel == f and allowed in line for f, allowed in ALLOWED_LINES)]
     assert not found, "\n".join(found)
+
+
+def test_the_rpc_server_process_never_asks_for_the_gpu():
+    """The tuning RPC server forks its sessions, which cannot use CUDA if the listening process initialised it:
+    importing what it runs must not read the device (``current_gpu``, ``has_cuda_gpu``)."""
+    code = ("import tirbench.tuning.rpc.server, tirbench.tuning.runners; from tirbench.core import gpu; "
+            "print(gpu._device_or_none.cache_info().currsize, gpu.has_cuda_gpu.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.split() == ["0", "0"]

@@ -35,7 +35,8 @@ def workload_for(record: KernelRecord):
         return conv2d(256, 256, 14, 14, 512, 1, 1, 1, 0, layout="NHWC", dtype="float16")
     if record.name.startswith("splitk"):
         return gemm(64, 4096, 4096, dtype=record.accepts(gemm(64, 64, 64)) and "float16" or "float32")
-    options = [gemm(1024, 1024, 1024), gemm(1024, 1024, 1024, dtype="float16"), conv2d(*BIG, layout="HWCN"), conv2d(1, 512, 7, 7, 512),
+    options = [gemm(1024, 1024, 1024), gemm(1024, 1024, 1024, dtype="float16"), conv2d(*BIG, layout="HWCN"),
+               conv2d(1, 512, 7, 7, 512),
                conv2d(*BIG), conv2d(*BIG, layout="NHWC"), conv2d(*BIG, layout="NHWC", dtype="float16"),
                conv2d_int8(*BIG, relu=True, residual=True), conv2d_winograd(32, 256, 14, 14, 256)]
     return next(wl for wl in options if record.accepts(wl) is None)
