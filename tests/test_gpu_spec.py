@@ -135,6 +135,7 @@ def test_an_older_arch_on_a_device_keeps_its_facts_and_builds_ptx(h100_device, m
 def test_building_for_an_older_arch_installs_the_ptx_compile(h100_device, monkeypatch):
     code = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
     machine.cuda_target()
+    require_target("nvidia/nvidia-h100")
     assert machine.use_ptx.cache_info().currsize == 0   # sm_90a on an H100: TVM's own cubin compile
     monkeypatch.setenv(ARCH_ENV, "sm_80")
     target = machine.cuda_target()
@@ -142,6 +143,16 @@ def test_building_for_an_older_arch_installs_the_ptx_compile(h100_device, monkey
     with target:
         ptx = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code)).decode()
     assert ".target sm_80" in ptx and ".entry k(" in ptx
+    ptx = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code)).decode()   # no target current: the arch's
+    assert ".target sm_80" in ptx
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_a_notebook_target_tag_of_an_older_arch_compiles_ptx_too(h100_device):
+    require_target("nvidia/nvidia-t4")
+    assert machine.use_ptx.cache_info().currsize == 1
+    code = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
+    assert ".target sm_75" in bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code)).decode()
 
 
 def test_cuda_target_per_arch(no_device):

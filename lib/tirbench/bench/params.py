@@ -11,7 +11,7 @@ import tvm
 
 from tirbench.core.errors import OneLineError
 from tirbench.core.gpu import PEAKS, current_gpu, peak_key
-from tirbench.core.machine import cuda_target, has_cuda_gpu
+from tirbench.core.machine import cuda_target, has_cuda_gpu, ptx_if_older
 from tirbench.workloads.base import Workload
 
 T = TypeVar("T")
@@ -62,7 +62,10 @@ def require_target(target: object) -> tvm.target.Target:
     ParameterError."""
     if target == "auto":
         return _made("target", target, lambda _: cuda_target())
-    return _made("target", target, lambda t: tvm.target.Target(t, host="llvm"))
+    made = _made("target", target, lambda t: tvm.target.Target(t, host="llvm"))
+    if made.kind.name == "cuda" and "arch" in made.attrs:
+        ptx_if_older(str(made.attrs["arch"]))
+    return made
 
 
 def require_valid(name: str, value: T, make: Callable[[T], object]) -> None:

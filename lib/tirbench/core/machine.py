@@ -32,31 +32,45 @@ def target_dict(arch: str) -> dict[str, object]:
 
 def cuda_target(arch: str | None = None) -> tvm.target.Target:
     """The CUDA target (with an llvm host) for ``arch``, by default ``current_gpu().arch``: the tag
-    ``nvidia/nvidia-h100`` for sm_90a. On a GPU of a newer architecture, CUDA compiles to PTX (``use_ptx``), which
-    the driver compiles for the device."""
+    ``nvidia/nvidia-h100`` for sm_90a. On a GPU of a newer architecture, CUDA compiles to PTX (``ptx_if_older``)."""
     arch = arch or current_gpu().arch
-    if has_cuda_gpu() and parse_arch(arch)[0] < parse_arch(arch_for(current_gpu().compute_capability))[0]:
-        use_ptx()
+    ptx_if_older(arch)
+    return target_for(arch)
+
+
+def target_for(arch: str) -> tvm.target.Target:
+    """``arch``'s tag (``CUDA_TARGET_TAGS``) or ``target_dict``, with an llvm host."""
     tag = CUDA_TARGET_TAGS.get(arch)
     return tvm.target.Target(tag if tag else target_dict(arch), host="llvm")
 
 
-def compile_to_ptx(code: str) -> bytearray:
-    """A ``tvm_callback_cuda_compile`` that returns PTX for the current target's arch (else ``current_gpu().arch``;
-    sm_80 -> compute_80), through NVRTC when cuda-bindings is installed, else nvcc: code the driver compiles."""
+def ptx_if_older(arch: str) -> None:
+    """On a GPU of a newer architecture than ``arch``, make TVM compile CUDA to PTX for ``arch`` (``use_ptx``): a
+    cubin for an older architecture does not load there, its PTX does (the driver compiles it)."""
+    if has_cuda_gpu() and parse_arch(arch)[0] < parse_arch(arch_for(current_gpu().compute_capability))[0]:
+        use_ptx(arch)
+
+
+def compile_to_ptx(code: str, arch: str) -> bytearray:
+    """PTX of CUDA ``code`` for the current target's arch, else ``arch`` (sm_80 -> compute_80), through NVRTC when
+    cuda-bindings is installed, else nvcc."""
     from tvm.support.nvcc import compile_cuda
 
     target = tvm.target.Target.current(allow_none=True)
-    arch = str(target.arch) if target is not None and target.kind.name == "cuda" else current_gpu().arch
+    if target is None or target.kind.name != "cuda":
+        target = target_for(arch)   # TVM calls this with the code only; its compilers read the current target
     compiler = "nvrtc" if importlib.util.find_spec("cuda") and importlib.util.find_spec("cuda.bindings") else "nvcc"
-    return compile_cuda(code, target_format="ptx", arch="compute_" + arch.removeprefix("sm_"),
-                        compiler=compiler)
+    with target:
+        return compile_cuda(code, target_format="ptx", arch="compute_" + str(target.arch).removeprefix("sm_"),
+                            compiler=compiler)
 
 
 @functools.cache
-def use_ptx() -> None:
-    """Make TVM compile every CUDA module to PTX (``compile_to_ptx`` as ``tvm_callback_cuda_compile``); once."""
-    tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_to_ptx, override=True)
+def use_ptx(arch: str) -> None:
+    """Make TVM compile every CUDA module to PTX (``compile_to_ptx`` for ``arch`` where no CUDA target is current,
+    as ``tvm_callback_cuda_compile``, which TVM calls with the code only); the last arch asked for wins."""
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", functools.partial(compile_to_ptx, arch=arch),
+                                 override=True)
 
 
 def cpu_target() -> tvm.target.Target:
