@@ -52,7 +52,8 @@ PEAKS: dict[str, Peak] = {
                      memory_gb=32.0),
 }
 
-#: Where each peak comes from (the dense column; sparse figures are twice these).
+#: Where each peak comes from (the dense column; sparse figures are twice these). The GeForce cards' fp16 figure is
+#: their rate with fp32 accumulation, half the one with fp16 accumulation.
 PEAK_SOURCES: dict[str, str] = {
     "H100": "datasheet: NVIDIA H100 Tensor Core GPU datasheet, SXM5",
     "H200": "datasheet: NVIDIA H200 Tensor Core GPU datasheet, SXM",
@@ -100,11 +101,11 @@ NEEDS: dict[str, str] = {**{f: f"sm_{cc}+" for f, cc in FEATURES_SINCE.items()},
 _ARCH = re.compile(r"sm_(\d+)([af]?)")
 
 
-def parse_arch(arch: str) -> tuple[int, str]:
-    """``"sm_90a"`` -> (90, "a"); a one-line ArchError for anything else."""
+def parse_arch(arch: str, name: str = "arch") -> tuple[int, str]:
+    """``"sm_90a"`` -> (90, "a"); a one-line ArchError naming ``name`` for anything else."""
     m = _ARCH.fullmatch(arch) if isinstance(arch, str) else None
     if m is None:
-        raise ArchError(f"{ARCH_ENV}={arch!r}: expected an architecture such as 'sm_80' or 'sm_90a'")
+        raise ArchError(f"{name}={arch!r}: expected an architecture such as 'sm_80' or 'sm_90a'")
     return int(m.group(1)), m.group(2)
 
 
@@ -251,7 +252,7 @@ def current_gpu() -> GpuSpec:
     if arch is None:
         return device or REFERENCE_GPU["sm_90a"]
     if arch not in REFERENCE_GPU:
-        parse_arch(arch)
+        parse_arch(arch, ARCH_ENV)
         raise ArchError(f"{ARCH_ENV}={arch!r}: expected one of {', '.join(map(repr, REFERENCE_GPU))}")
     if device is None:
         return REFERENCE_GPU[arch]
