@@ -68,7 +68,8 @@ def compile_to_ptx(code: str, arch: str) -> bytearray:
 @functools.cache
 def use_ptx(arch: str) -> None:
     """Make TVM compile every CUDA module to PTX (``compile_to_ptx`` for ``arch`` where no CUDA target is current,
-    as ``tvm_callback_cuda_compile``, which TVM calls with the code only); the last arch asked for wins."""
+    as ``tvm_callback_cuda_compile``, which TVM calls with the code only); once per arch: a process builds for one
+    older arch (``TIRBENCH_ARCH`` or a notebook's ``target``)."""
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", functools.partial(compile_to_ptx, arch=arch),
                                  override=True)
 
