@@ -119,13 +119,13 @@ def test_int8_rows_are_compared_with_cudnns_fastest_fp16_run(tmp_path):
 def test_padded_table_compares_each_padded_kernel_with_cublas_at_its_shape(tmp_path):
     root = make_root(tmp_path)
     odd, even = "2000x3000x1000", "2048x3072x1024"
-    append_rows(root / "results" / "03_gemm" / "results.csv", [
-        row(notebook="03_gemm", workload="gemm", shape=odd, dtype="float16", variant="v8_padded", gflops=300000.0),
-        row(notebook="03_gemm", workload="gemm", shape=odd, dtype="float16", variant="cublas_float16",
+    append_rows(root / "results" / "03_gemm_shapes" / "results.csv", [
+        row(notebook="03_gemm_shapes", workload="gemm", shape=odd, dtype="float16", variant="v8_padded", gflops=300000.0),
+        row(notebook="03_gemm_shapes", workload="gemm", shape=odd, dtype="float16", variant="cublas_float16",
             provider="cublas", gflops=400000.0),
-        row(notebook="03_gemm", workload="gemm", shape=even, dtype="float16", variant="cublas_float16",
+        row(notebook="03_gemm_shapes", workload="gemm", shape=even, dtype="float16", variant="cublas_float16",
             provider="cublas", gflops=500000.0),
-        row(notebook="03_gemm", workload="gemm", shape=odd, variant="v5_padded", gflops=30000.0)])  # no fp32 cuBLAS
+        row(notebook="03_gemm_shapes", workload="gemm", shape=odd, variant="v5_padded", gflops=30000.0)])  # no fp32 cuBLAS
     table = report.padded_table(root)
     assert f"| {odd} | v8_padded | float16 | 0.1900 | 300.0 | 400.0 | 0.750x |" in table
     assert "v5_padded" not in table   # nothing to compare it with in that run

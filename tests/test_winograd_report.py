@@ -39,7 +39,7 @@ def gpu_session(tmp_path, monkeypatch):
 
 
 def measured(wl, name: str, ms: float, provider: str = "tvm") -> Measurement:
-    return Measurement(wl, name, provider, Timing(ms, ms * 0.99, ms * 1.01, 10))
+    return Measurement(wl, name, provider, Timing(ms, ms * 0.99, ms * 1.01, 10), verified=True)
 
 
 def test_a_second_commit_appends_only_the_new_rows(gpu_session, capsys):
@@ -139,7 +139,7 @@ def test_readme_error_table_puts_f2_beside_f4_from_the_latest_run(tmp_path):
     table = report.winograd_error_table(tmp_path)
     assert f"| {big} | NCHW | 3.00e-05 (1.0e-07) | 4.40e-04 | 3.00e-04 (1.0e-06) | 8.10e-03 | 10.0x |" in table
     assert f"| {small} | NCHW | 4.00e-05 (1.3e-07) | 6.20e-04 |  |  |  |" in table
-    assert "9.00e+00" not in table and table.endswith(f"{H100.gpu}, driver {H100.driver}, run r2.")
+    assert "9.00e+00" not in table and table.splitlines()[-1].startswith(f"From `results/04_conv2d/winograd_error.csv`, run r2: {H100.gpu}, driver {H100.driver}, ")
     readme = tmp_path / "README.md"
     readme.write_text(f"{report.START}\n{report.END}\n<!-- winograd-error:start -->\nold\n<!-- winograd-error:end -->\n"
                       "<!-- conv-winograd:start -->\n<!-- conv-winograd:end -->\n")
