@@ -62,3 +62,18 @@ def test_the_proof_rests_on_the_epilogue_guard():
 @pytest.mark.parametrize("name", HELPERS)
 def test_divisible_conv_shapes_are_not_padded(name):
     assert "pad_einsum" not in str(scheduled(name, (2, 128, 8, 8, 128)).trace)   # GEMM M = 128
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8, 8, 8, 3, 3, 9, 1), (1, 8, 3, 8, 8, 3, 3, 1, 0), (1, 8, 8, 3, 8, 3, 3, 1, 0)],
+                         ids=["1x1 out", "1-row out", "1-column out"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_an_output_of_one_row_or_column_is_refused_in_one_line_by_the_implicit_gemm(shape, layout):
+    """TVM's im2col reindex drops a 1-wide output axis and the GEMM view's layout transform then fails inside TVM:
+    the implicit GEMM refuses such a layer in one line (NCHW: split-K still takes it)."""
+    from tirbench.core.errors import refusal
+    from tirbench.schedules.conv.records import NCHW_GEMM, NHWC_GEMM
+
+    record = NCHW_GEMM if layout == "NCHW" else NHWC_GEMM
+    wl = conv2d(*shape, layout=layout)
+    line = refusal(lambda: record.apply(wl, record.candidates[-1]))
+    assert line is not None and "\n" not in line and "pixels under a 3x3 kernel is not taken" in line

@@ -84,6 +84,9 @@ def reindex_channels_last(sch: s_tir.Schedule, blk: s_tir.SBlockRV, ext: dict[st
     K]; k in (kernel row, channel block, kernel column, channel in block) order (the module docstring). The output
     copy (block "<C's name>_reindex") is left in (image, row, column, channel) order."""
     r, s, c = ext["r"], ext["s"], ext["c"]
+    if (ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1:   # TVM's im2col reindex drops the 1-wide output axis
+        raise ValueError(f"an output of {ext['oh']}x{ext['ow']} pixels under a {r}x{s} kernel is not taken by the "
+                         "channels-last implicit GEMM")
     require_divides(c, channel_block, param="channel_block (the k tile)", axis="c (input channels)")
     cb = channel_block
     pixel = pixel_index(ext)

@@ -46,6 +46,9 @@ def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     blk, ext = conv_block(sch, "NCHW")
     _require_float32(sch, "NCHW")
     r, s = ext["r"], ext["s"]
+    if (ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1:   # TVM's im2col reindex drops the 1-wide output axis
+        raise ValueError(f"an output of {ext['oh']}x{ext['ow']} pixels under a {r}x{s} kernel is not taken by the "
+                         "NCHW implicit GEMM (split-K takes it)")
     column = pixel_index(ext)
 
     def k_index(rc, ry, rx):  # a 1-wide kernel axis gets no term (TVM's bijectivity check trips on it)
