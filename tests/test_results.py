@@ -110,7 +110,7 @@ def whole_csv(tmp_path):
 
 @pytest.mark.parametrize("damage, message", [
     (lambda text: text[:-20], "the last line has no newline"),                     # a write cut short
-    (lambda text: text[:-20] + "\n", r"line 4 has \d+ fields, expected 21"),         # cut, then a newline
+    (lambda text: text[:-20] + "\n", r"line 4 has \d+ fields, expected 22"),         # cut, then a newline
     (lambda text: text.replace("compute_capability", "compute_capability,extra", 1).replace("9.0\n", "9.0,x\n"),
      "unknown: extra"),                                                             # a column we do not know
     (lambda text: text.replace(",compute_capability", "", 1), "missing: compute_capability"),
@@ -141,13 +141,13 @@ def test_a_file_written_before_tuned_best_reads_it_empty_and_gets_it_at_the_next
     """The column added since (``ADDED_COLUMNS``): an old file is accepted, read with the column empty, and the next
     append writes the new header, an empty field on each old row (every other byte kept) and the new rows' labels."""
     path = tmp_path / "results.csv"
-    old = [c for c in COLUMNS if c != "tuned_best"]
+    old = [c for c in COLUMNS if c not in ("tuned_best", "arch")]
     lines = [",".join(old), ",".join(str(row(provider="metaschedule")[c]) for c in old)]
     path.write_text("\n".join(lines) + "\n")
     assert list(read_results(path)["tuned_best"]) == [""]
     append_rows(path, [row("r2", "2026-11-22T00:00:00+00:00", provider="metaschedule", tuned_best="seed")])
     text = path.read_text().splitlines()
-    assert text[0] == ",".join(COLUMNS) and text[1] == lines[1] + ","
+    assert text[0] == ",".join(COLUMNS) and text[1] == lines[1] + ",,"
     assert list(read_results(path)["tuned_best"]) == ["", "seed"]
     with pytest.raises(ValueError, match="tuned_best 'hand'"):
         append_rows(path, [row(tuned_best="hand")])

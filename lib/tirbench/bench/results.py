@@ -15,12 +15,16 @@ import pandas as pd
 
 from tirbench.core.atomic import write_atomic
 from tirbench.core.errors import OneLineError
+from tirbench.core.gpu import ArchError, arch_for, parse_arch, peak_key
 
 #: Columns added to the schema after files were written, in the order added (see the module docstring).
 #: ``tuned_best``: on a MetaSchedule row, whether the replayed best record's kernel is one of the space's seeds (a hand
 #: candidate measured first: ``"seed"``) or one the search found (``"search"``); empty on other rows, and unknown
 #: (empty) on rows written before the column existed (``tirbench.tuning.labels.seed_labels`` labels those).
-ADDED_COLUMNS = ["tuned_best"]
+#: ``arch``: the architecture the row's kernel was built for ("sm_90a", "sm_80"); a vendor library's row (cuBLAS,
+#: cuDNN, torch) has the device's own (``arch_for(compute_capability)``: the library runs its code for the device).
+#: Rows written before the column existed read it as ``build_arch`` says (sm_90a on an H100/H200).
+ADDED_COLUMNS = ["tuned_best", "arch"]
 #: Column order of every results/<notebook>/results.csv (the first 18 are the published schema).
 COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
            "variant", "provider", "trials", "median_ms", "p20_ms", "p80_ms", "gflops", "gbps", "verified",
@@ -32,7 +36,7 @@ TUNED_BEST = ("seed", "search", "")
 RUN_FIELDS = COLUMNS[:5]
 
 #: What a row measures: a later row of the same key supersedes it (per GPU: notebook 00 shows each GPU's latest).
-ROW_KEY = ["gpu", "workload", "shape", "dtype", "variant", "provider"]
+ROW_KEY = ["gpu", "arch", "workload", "shape", "dtype", "variant", "provider"]
 #: The most recent runs a results CSV keeps whatever later runs measured.
 KEEP_RUNS = 2
 
@@ -77,7 +81,7 @@ def check_csv(path: Path, text: str, columns: list[str] = COLUMNS) -> list[str]:
 
 def validate_row(row: Mapping[str, object]) -> None:
     """ValueError for a row that lacks a column (an ``ADDED_COLUMNS`` one it lacks is written empty), names an unknown
-    provider or ``tuned_best``, or is not verified."""
+    provider or ``tuned_best``, has an ``arch`` that is not an architecture ("sm_80"), or is not verified."""
     missing = [c for c in COLUMNS if c not in row and c not in ADDED_COLUMNS]
     if missing:
         raise ValueError(f"result row lacks columns: {', '.join(missing)}")
@@ -85,6 +89,11 @@ def validate_row(row: Mapping[str, object]) -> None:
         raise ValueError(f"provider {row['provider']!r} is not one of {', '.join(PROVIDERS)}")
     if row.get("tuned_best", "") not in TUNED_BEST:
         raise ValueError(f"tuned_best {row.get('tuned_best')!r} is not one of {', '.join(map(repr, TUNED_BEST))}")
+    if row.get("arch", ""):
+        try:
+            parse_arch(row["arch"], "arch")
+        except ArchError as err:
+            raise ValueError(str(err)) from None
     if row["verified"] is not True:
         raise ValueError("only verified kernels get a result row")
 
@@ -125,8 +134,8 @@ def append_csv(path: Path, rows: Iterable[Mapping[str, object]], columns: list[s
 
 def read_results(path: Path, columns: list[str] = COLUMNS) -> pd.DataFrame:
     """All rows of a results CSV, or of another CSV of ``columns`` a run writes (an empty frame of them if there is
-    none), ``ADDED_COLUMNS`` empty ("") where a row has none; ResultsFileError for a file that is not whole
-    (``check_csv``)."""
+    none), ``ADDED_COLUMNS`` empty ("") where a row has none, ``arch`` as ``build_arch`` reads it; ResultsFileError
+    for a file that is not whole (``check_csv``)."""
     path = Path(path)
     text = path.read_text() if path.exists() else ""
     check_csv(path, text, columns)
@@ -136,7 +145,67 @@ def read_results(path: Path, columns: list[str] = COLUMNS) -> pd.DataFrame:
     df = pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str, **added}).reindex(columns=columns)
     for c in added:
         df[c] = df[c].astype(object).fillna("").astype(str)
+    if "arch" in added and "gpu" in columns:
+        df["arch"] = [build_arch(str(gpu), arch) for gpu, arch in zip(df["gpu"], df["arch"])]
     return df
+
+
+#: The GPUs of the rows recorded before the ``arch`` column: every one of them was built for sm_90a.
+BEFORE_ARCH_GPUS = ("H100", "H200")
+
+
+def build_arch(gpu: str, arch: str) -> str:
+    """The architecture a row's kernel was built for: its ``arch``; where that is empty (recorded before the column),
+    "sm_90a" on an H100/H200 (what every such row was built for), else "" (not known)."""
+    return arch or ("sm_90a" if peak_key(gpu) in BEFORE_ARCH_GPUS else "")
+
+
+def is_ptx(arch: str, compute_capability: object) -> bool:
+    """Whether code built for ``arch`` ran as PTX on a GPU of ``compute_capability`` ("9.0"): an older architecture
+    than the GPU's own, which the driver compiled. False for an unknown (empty) ``arch``."""
+    if not arch:
+        return False
+    return parse_arch(arch)[0] < parse_arch(arch_for(str(compute_capability)))[0]
+
+
+def gpu_label(gpu: str, arch: str, compute_capability: object) -> str:
+    """What a table names a row's GPU by: the GPU, or for code built for an older architecture than the GPU's,
+    "sm_80 code on NVIDIA H100 80GB HBM3 (PTX)"."""
+    return f"{arch} code on {gpu} (PTX)" if is_ptx(arch, compute_capability) else gpu
+
+
+def gpu_labels(df: pd.DataFrame) -> pd.Series:
+    """``gpu_label`` of each row of ``df`` (rows of results CSVs; a frame without ``arch`` names its GPUs)."""
+    if "arch" not in df or "compute_capability" not in df:
+        return df["gpu"].astype(str)
+    return pd.Series([gpu_label(str(g), str(a), c) for g, a, c in zip(df["gpu"], df["arch"], df["compute_capability"])],
+                     index=df.index, dtype=object)
+
+
+def ptx_rows(df: pd.DataFrame) -> pd.Series:
+    """Per row of ``df``, whether it is ``is_ptx`` (all False for a frame without ``arch``)."""
+    if "arch" not in df or "compute_capability" not in df:
+        return pd.Series(False, index=df.index)
+    return pd.Series([is_ptx(str(a), c) for a, c in zip(df["arch"], df["compute_capability"])], index=df.index,
+                     dtype=bool)
+
+
+def run_label(run: pd.DataFrame) -> str:
+    """What a caption names the GPU of ``run`` (one run's rows) by: its GPU, or for a run built for an older
+    architecture, its PTX rows' ``gpu_label`` (and "beside native rows" where it also has rows native to the GPU: the
+    vendor's)."""
+    ptx = ptx_rows(run)
+    if not ptx.any():
+        return str(run["gpu"].iloc[0])
+    return gpu_labels(run)[ptx].iloc[0] + (" beside native rows" if (~ptx).any() else "")
+
+
+def native_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` from runs none of whose rows is PTX (``ptx_rows``): the runs whose kernels may be compared
+    with a vendor's (a run built for an older architecture measures the vendor natively beside its PTX code)."""
+    if df.empty:
+        return df
+    return df[~df["run_id"].isin(df.loc[ptx_rows(df), "run_id"])]
 
 
 def latest_run(df: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,9 @@ import pandas as pd
 
 from tirbench.bench import results
 from tirbench.bench.harness import Measurement
+from tirbench.bench.plots import VENDORS
 from tirbench.core.atomic import write_atomic
-from tirbench.core.gpu import current_gpu
+from tirbench.core.gpu import arch_for, current_gpu
 from tirbench.core.machine import DeviceInfo, Peak, has_cuda_gpu, peak_for
 from tirbench.core.paths import output_dir, project_root
 
@@ -41,10 +42,14 @@ def figure_dir(root: Path, notebook: str) -> Path:
 
 
 class Session:
-    """The state of one notebook run (see the module docstring)."""
+    """The state of one notebook run (see the module docstring). ``arch``: the architecture the run's kernels are
+    built for (default: the GPU description's, ``current_gpu().arch``; a notebook building for an explicit target
+    passes that target's), recorded in each TVM row's ``arch``; a vendor row records the device's own."""
 
-    def __init__(self, notebook: str, *, quick: bool = False, save: bool = True, root: Path | None = None):
+    def __init__(self, notebook: str, *, quick: bool = False, save: bool = True, root: Path | None = None,
+                 arch: str | None = None):
         self.notebook = notebook
+        self.arch = arch or current_gpu().arch
         self.quick = quick
         self.save = save
         self.root = root or project_root()
@@ -115,8 +120,13 @@ class Session:
             "trials": m.trials, "median_ms": round(m.timing.median_ms, 6), "p20_ms": round(m.timing.p20_ms, 6),
             "p80_ms": round(m.timing.p80_ms, 6), "gflops": round(m.gflops, 3), "gbps": round(m.gbps, 3),
             "verified": m.verified, "repeats": m.timing.repeats, "compute_capability": d.compute_capability,
-            "tuned_best": m.tuned_best,
+            "tuned_best": m.tuned_best, "arch": self.arch_of(m.provider),
         } for m in self.measurements]
+
+    def arch_of(self, provider: str) -> str:
+        """The ``arch`` of a row of ``provider`` on this GPU run: the build's for TVM's kernels, the device's own for a
+        vendor library's (``results.ADDED_COLUMNS``)."""
+        return arch_for(self.device.compute_capability) if provider in VENDORS else self.arch
 
     def commit(self) -> int:
         """Append the rows recorded since the last commit to the CSV (GPU run with ``save`` on), or stage them under
@@ -160,5 +170,6 @@ class Session:
         df = self.frame()
         if df.empty:
             return "no GPU results recorded yet"
-        gpu, date, drv = df["gpu"].iloc[0], str(df["timestamp"].iloc[0])[:10], df["driver"].iloc[0]
-        return f"{'measured' if self.gpu else 'recorded'} on {gpu}, {date}, driver {drv}, TVM {df['tvm_version'].iloc[0]}"
+        date, drv = str(df["timestamp"].iloc[0])[:10], df["driver"].iloc[0]
+        where = f"{': ' if results.ptx_rows(df).any() else ' on '}{results.run_label(df)}"
+        return f"{'measured' if self.gpu else 'recorded'}{where}, {date}, driver {drv}, TVM {df['tvm_version'].iloc[0]}"

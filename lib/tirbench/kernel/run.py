@@ -82,8 +82,10 @@ def _result(wl: Workload, layer: list, vendor: Measurement | None, out: Path, de
 def _measured(wls: Sequence[Workload], *, keep: int | None, repeats: int, seed: int, out: Path, csv: Path | None,
               say: Callable[[str], None]) -> list[KernelResult]:
     """The GPU path (module docstring), every candidate of every workload built in one parallel batch."""
-    session = Session(NOTEBOOK, save=csv is not None)   # prints the GPU, driver, TVM version and run id
-    swept = sweep_forms(wls, target=cuda_target(), repeats=repeats, seed=seed, keep=keep)
+    target = cuda_target()
+    # prints the GPU, driver, TVM version and run id; the rows' arch is the target's (results.ADDED_COLUMNS)
+    session = Session(NOTEBOOK, save=csv is not None, arch=str(target.attrs["arch"]))
+    swept = sweep_forms(wls, target=target, repeats=repeats, seed=seed, keep=keep)
     found = [_result(wl, layer, _vendor(wl, repeats=repeats, seed=seed), out, session.device.describe())
              for wl, layer in zip(wls, swept)]
     if any(r.vendor is None for r in found):

@@ -2,8 +2,10 @@
 report index (``index``).
 
 ``HEADLINES`` names, per notebook, the shapes (and variants) shown and the baseline each row is divided by;
-``headline_rows`` takes them from the latest run that has them, with the baseline's name and the ratio;
-``headline_sentence`` says in words what ``HEADLINES`` holds.
+``headline_rows`` takes them from the latest run that has them (per architecture built for: a run of code built for an
+older architecture than its GPU's, PTX, is shown beside the native one, never instead of it), with the baseline's name
+and the ratio (to a baseline built for the same architecture on the same GPU only); ``headline_sentence`` says in words
+what ``HEADLINES`` holds.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tirbench.bench.results import latest_run_where
+from tirbench.bench.results import gpu_labels, latest_run_where, ptx_rows
 from tirbench.report.published import seed_rows_first
 
 
@@ -53,8 +55,10 @@ def _selected(df: pd.DataFrame, head: Headline) -> pd.Series:
 
 
 def baseline_of(rows: pd.DataFrame, head: Headline, r: pd.Series) -> tuple[str, float]:
-    """The name and rate of the row that ``r`` (one of ``rows``, a run's headline rows) is compared with; NaN when the
-    run has no such row."""
+    """The name and rate of the row that ``r`` (one of ``rows``, runs' headline rows) is compared with, of ``r``'s run;
+    NaN when the run has no such row. Only rows built for ``r``'s architecture on ``r``'s GPU are baselines (a PTX row
+    of a run built for an older architecture is never divided by the vendor's native row)."""
+    rows = rows[(rows["run_id"] == r["run_id"]) & (rows["gpu"] == r["gpu"]) & (_arch(rows) == r.get("arch", ""))]
     same = rows[(rows["dtype"] == r["dtype"]) & (rows["shape"].astype(str) == str(r["shape"]))]
     if head.baseline.startswith("fastest:"):
         provider = head.baseline.split(":", 1)[1]
@@ -69,17 +73,37 @@ def baseline_of(rows: pd.DataFrame, head: Headline, r: pd.Series) -> tuple[str, 
     return name, float(found.iloc[0]) if len(found) else float("nan")
 
 
+def _arch(df: pd.DataFrame) -> pd.Series:
+    """Each row's ``arch`` ("" for a frame without the column)."""
+    return df["arch"] if "arch" in df else pd.Series("", index=df.index)
+
+
+def run_builds(df: pd.DataFrame) -> pd.Series:
+    """Per row of ``df``, the build of its run: "" for a run with no PTX row (``results.ptx_rows``), else the
+    architecture its PTX rows were built for."""
+    ptx = ptx_rows(df)
+    built = dict(zip(df.loc[ptx, "run_id"], _arch(df)[ptx]))
+    return df["run_id"].map(built).fillna("").astype(str)
+
+
 def headline_rows(df: pd.DataFrame, head: Headline) -> pd.DataFrame:
-    """The rows of ``head`` in the latest run of ``df`` (one notebook's rows) that has them, in the run's order with
-    a search's best beside its seed-best row, each with ``baseline`` (the name of the row it is compared with) and
-    ``ratio`` (its rate / the baseline's; NaN where the run has no baseline row)."""
+    """The rows of ``head`` in the latest run of ``df`` (one notebook's rows) that has them, then in the latest such
+    run of each older architecture built for (``run_builds``: PTX on a newer GPU), each in the run's order with a
+    search's best beside its seed-best row, each with ``baseline`` (the name of the row it is compared with),
+    ``ratio`` (its rate / the baseline's; NaN where the run has no baseline row built for the same architecture on
+    the same GPU) and ``gpu_shown`` (``results.gpu_label``)."""
     if df.empty:
-        return df.assign(baseline=[], ratio=[])
-    run = latest_run_where(df, _selected(df, head))
-    rows = seed_rows_first(run[_selected(run, head)]) if len(run) else run
+        return df.assign(baseline=[], ratio=[], gpu_shown=[])
+    builds = run_builds(df)
+    parts = []
+    for build in sorted(set(builds), key=lambda b: (b != "", b)):
+        part = df[builds == build]
+        run = latest_run_where(part, _selected(part, head))
+        parts.append(seed_rows_first(run[_selected(run, head)]) if len(run) else run)
+    rows = pd.concat(parts)
     bases = [baseline_of(rows, head, r) for _, r in rows.iterrows()]
     return rows.assign(baseline=[name for name, _ in bases],
-                       ratio=[r / base for r, (_, base) in zip(rows[head.metric], bases)])
+                       ratio=[r / base for r, (_, base) in zip(rows[head.metric], bases)], gpu_shown=gpu_labels(rows))
 
 
 def _baseline_words(baseline: str) -> str:

@@ -13,7 +13,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from tirbench.bench.results import COLUMNS, read_results
+from tirbench.bench.results import COLUMNS, read_results, run_label
 from tirbench.tuning.labels import with_tuned_best
 from tirbench.tuning.replay import SEARCH_BEST_SUFFIX
 
@@ -72,8 +72,8 @@ def seed_rows_first(df: pd.DataFrame) -> pd.DataFrame:
 
 def caption(notebook: str, run: pd.DataFrame, csv: str = "results.csv", *, timed: bool = True) -> str:
     """The line under a table of ``run``'s rows (one run): notebook, file, run id, GPU, driver, date, and (``timed``)
-    how it timed TVM."""
+    how it timed TVM. A run built for an older architecture than its GPU's names it so (``results.run_label``)."""
     r = run.iloc[0]
     note = f"; {TIMING_NOTES[timing(run['timestamp'].iloc[:1]).iloc[0]]}" if timed else ""
-    return (f"From `results/{notebook}/{csv}`, run {r['run_id']}: {r['gpu']}, driver {r['driver']}, "
+    return (f"From `results/{notebook}/{csv}`, run {r['run_id']}: {run_label(run)}, driver {r['driver']}, "
             f"{str(r['timestamp'])[:10]}{note}.")

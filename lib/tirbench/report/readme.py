@@ -13,7 +13,9 @@ the fp32 layers) and ``tuning-throughput`` (``results/tuning/throughput.csv``, e
 databases come from it) when the README has that section; nothing is typed by hand. Each table is read from the
 latest run that has its rows (a run of part of a notebook leaves the rest in place), never mixes runs timed before
 and after ``published.CUDA_EVENTS_SINCE``, and ends with a caption naming the notebook's file, run, GPU and date; a
-tuned row whose best record is a hand seed says so (``published.with_tuned_best``).
+tuned row whose best record is a hand seed says so (``published.with_tuned_best``). A row built for an older
+architecture than its GPU's names its GPU "sm_80 code on <GPU> (PTX)" (``results.gpu_label``) and is never divided by a
+native row: the tables against cuDNN or cuBLAS read native runs only (``results.native_runs``).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import pandas as pd
 
 from tirbench.bench.network import (config_tables, metaschedule_per_layer, metaschedule_run, metaschedule_totals,
                                     network_totals)
-from tirbench.bench.results import latest_run_where, read_results
+from tirbench.bench.results import latest_run_where, native_runs, read_results
 from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows, headline_sentence
@@ -117,7 +119,8 @@ def _headline_lines(rows: pd.DataFrame) -> str:
         ratio = f"{r['ratio']:.3f}x {r['baseline']}" if pd.notna(r["ratio"]) else ""
         lines.append(f"| {r['notebook']} | {r['workload']} | {r['shape']} | "
                      f"{shown_variant(r['variant'], r['tuned_best'])} | {r['provider']} | {r['median_ms']:.4f} | "
-                     f"{r[r['metric']]:,.0f} {UNITS[r['metric']]} | {ratio} | {r['gpu']}, {str(r['timestamp'])[:10]} |")
+                     f"{r[r['metric']]:,.0f} {UNITS[r['metric']]} | {ratio} | {r['gpu_shown']}, "
+                     f"{str(r['timestamp'])[:10]} |")
     runs = rows.drop_duplicates(["notebook", "run_id"])
     captions = [f"- {caption(r['notebook'], rows[rows['run_id'] == r['run_id']], timed=False)}"
                 for r in runs.to_dict("records")]
@@ -127,7 +130,7 @@ def _headline_lines(rows: pd.DataFrame) -> str:
 def sweep_table(root: Path, sweep: Sweep = SWEEPS[0], recorded: Recorded = None) -> str:
     """Per layer of ``sweep`` in the latest run of its notebook that has its layers: the fastest TVM kernel (hand or
     tuned), the fastest cuDNN layout, cuDNN time / TVM time, and the geometric mean of that ratio."""
-    df = _rows(root, sweep.notebook, recorded)
+    df = native_runs(_rows(root, sweep.notebook, recorded))
     df = latest_run_where(df, df["shape"].astype(str).isin(sweep.shapes)) if len(df) else df
     lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | fastest TVM | ms | fastest cuDNN | ms | cuDNN time / TVM time |",
              "|---|---|---:|---|---:|---:|"]
@@ -152,7 +155,7 @@ def sweep_table(root: Path, sweep: Sweep = SWEEPS[0], recorded: Recorded = None)
 def padded_table(root: Path) -> str:
     """Notebook 03_gemm_shapes' latest run with padded kernels: per shape no tile divides, the padded v5 (fp32) and v8 (fp16)
     kernels against cuBLAS at the same shape."""
-    df = read_results(root / "results" / "03_gemm_shapes" / "results.csv")
+    df = native_runs(read_results(root / "results" / "03_gemm_shapes" / "results.csv"))
     df = latest_run_where(df, df["variant"].astype(str).str.endswith("_padded")) if len(df) else df
     padded = df[df["variant"].astype(str).str.endswith("_padded")] if not df.empty else df
     if padded.empty:
@@ -196,7 +199,7 @@ WINOGRAD_LAYERS = ("256x256x14x14x512x3x3x1x1", *(f"{n}x{c}x{s}x{s}x{c}x3x3x1x1"
 def winograd_table(root: Path) -> str:
     """Notebook 04's latest run with Winograd rows: per Winograd layer, cuDNN's faster layout and each Winograd
     variant's time with cuDNN time / its time (``versus_cudnn``), and the geometric mean of each ratio."""
-    df = read_results(root / "results" / "04_conv2d" / "results.csv")
+    df = native_runs(read_results(root / "results" / "04_conv2d" / "results.csv"))
     df = latest_run_where(df, df["variant"].astype(str).str.startswith("winograd_f")) if len(df) else df
     table = versus_cudnn(df, WINOGRAD_LAYERS) if not df.empty else pd.DataFrame()
     if table.empty:
@@ -237,7 +240,7 @@ def network_table(root: Path, recorded: Recorded = None) -> str:
     """Notebook 08's ResNet-50 convolutions as a whole network (time x count summed over the layers): per config, from
     its latest run, the conv rules against cuDNN's faster layout (fp16 for int8), then the MetaSchedule ``rules``
     space against the rules on the fp32 layers it has a row for (and how many of its best records are seeds)."""
-    df = _rows(root, "08_resnet50", recorded)
+    df = native_runs(_rows(root, "08_resnet50", recorded))
     found = config_tables(df, RESNET50)
     batches, tables = {c: batch for c, (batch, _) in found.items()}, {c: t for c, (_, t) in found.items()}
     if not tables:
