@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import LogFormatter, ScalarFormatter
 
+from tirbench.bench.results import ptx_rows
 from tirbench.core.atomic import write_atomic
 from tirbench.core.errors import OneLineError
 from tirbench.core.images import palette_png
@@ -44,8 +45,16 @@ def save_figure(fig: plt.Figure, path: Path | None, dpi: int = 110) -> None:
     write_atomic(path, palette_png(buf.getvalue()))
 
 
-def series_name(provider: str, variant: str) -> str:
-    return f"{variant} ({provider})"
+def series_name(provider: str, variant: str, arch: str = "") -> str:
+    """A line's or bar's name in the legend: "v7 (tvm)", and for code built for an older architecture than the GPU's
+    (``arch`` given: ``results.is_ptx``) "v7 (tvm, sm_80 code as PTX)"."""
+    return f"{variant} ({provider}{f', {arch} code as PTX' if arch else ''})"
+
+
+def ptx_arch(rows: pd.DataFrame) -> str:
+    """The architecture ``rows`` (one series) were built for where they ran as PTX (``results.ptx_rows``), else ""."""
+    ptx = ptx_rows(rows)
+    return str(rows.loc[ptx, "arch"].iloc[0]) if ptx.any() else ""
 
 
 def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str, ylabel: str,
@@ -56,7 +65,9 @@ def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str
 
     ``xticks`` names the positions 0, 1, 2 ... that ``x`` holds (layers, shapes); ``xlabel`` replaces the column
     name under the axis. ``peak`` draws a roof and a right-hand axis in % of it. ``caption`` (GPU, date,
-    measured/recorded) is printed under the axes. The figure, complete, is saved to ``path`` (PNG) when given.
+    measured/recorded: ``Session.label``, which names a run of code built for an older architecture "sm_80 code on
+    <GPU> (PTX)") is printed under the axes; a series of such code says so in the legend (``series_name``). The
+    figure, complete, is saved to ``path`` (PNG) when given.
     """
     if kind not in ("line", "bar"):
         raise ValueError(f"kind must be 'line' or 'bar', got {kind!r}")
@@ -69,14 +80,15 @@ def plot_providers(df: pd.DataFrame, *, x: str, y: str, title: str, caption: str
         for (provider, variant), g in df.groupby(["provider", "variant"], sort=False):
             g = g.sort_values(x)
             color, style, marker = next(vendor_styles, ("black", "--", "s")) if provider in VENDORS else (None, "-", "o")
-            ax.plot(g[x], g[y], marker=marker, linestyle=style, color=color, label=series_name(provider, variant))
+            ax.plot(g[x], g[y], marker=marker, linestyle=style, color=color,
+                    label=series_name(provider, variant, ptx_arch(g)))
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(x if xlabel is None else xlabel)
         if xticks is not None:
             ax.set_xticks(range(len(xticks)), list(xticks), rotation=20, ha="right")
     else:
-        names = [series_name(p, v) for p, v in zip(df["provider"], df["variant"])]
+        names = [series_name(r["provider"], r["variant"], ptx_arch(df.loc[[i]])) for i, r in df.iterrows()]
         colors = ["0.25" if p in VENDORS else f"C{i % 10}" for i, p in enumerate(df["provider"])]
         ax.bar(names, df[y], color=colors)
         ax.tick_params(axis="x", rotation=30)

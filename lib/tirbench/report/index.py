@@ -20,6 +20,7 @@ from tirbench.core.atomic import write_atomic
 from tirbench.core.errors import OneLineError
 from tirbench.core.paths import output_dir, project_root
 from tirbench.bench.network import config_tables, network_totals
+from tirbench.bench.results import native_runs
 from tirbench.core.machine import peak_for
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows
 from tirbench.report.overview import percent_of_peak, summary
@@ -59,25 +60,27 @@ def _of_peak(r: pd.Series) -> str:
 def headline_lines(df: pd.DataFrame, stem: str) -> list[str]:
     """Per GPU, per headline shape and dtype of ``stem`` (``headline.HEADLINES``, the README's definition): its
     fastest TVM kernel (hand or tuned, saying so where a tuned best is a hand seed) against the baseline, and % of
-    peak."""
+    peak; per architecture built for (``headline_rows``: code built for an older one is named "sm_80 code on <GPU>
+    (PTX)" and has no ratio to a native row)."""
     lines = []
     for gpu in sorted(df["gpu"].unique()) if len(df) else []:
         for nb, head in HEADLINES:
             rows = headline_rows(df[df["gpu"] == gpu], head) if nb == stem else df.iloc[:0]
             ours = rows[rows["provider"].isin(["tvm", "metaschedule"])]
-            for _, g in ours.groupby(["shape", "dtype"], sort=False):
+            for _, g in ours.groupby(["gpu_shown", "shape", "dtype"], sort=False):
                 r = g.sort_values(head.metric).iloc[-1]
                 vs = "" if math.isnan(r["ratio"]) else f" = {r['ratio']:.2f}x {r['baseline']}"
                 lines.append(f"{r['workload']} {r['shape']} {r['dtype']}: "
                              f"{shown_variant(r['variant'], r['tuned_best'])} {r[head.metric]:,.0f} "
-                             f"{UNITS[head.metric]}{vs}{_of_peak(r)} ({gpu}, {str(r['timestamp'])[:10]}, "
+                             f"{UNITS[head.metric]}{vs}{_of_peak(r)} ({r['gpu_shown']}, {str(r['timestamp'])[:10]}, "
                              f"run {r['run_id']})")
     return lines
 
 
 def network_html(df: pd.DataFrame) -> str:
-    """Notebook 08's entry: one line, then its whole-network times per config (``network_totals``) as a table."""
-    tables = config_tables(df, RESNET50)
+    """Notebook 08's entry: one line, then its whole-network times per config (``network_totals``, of native runs:
+    ``results.native_runs``) as a table."""
+    tables = config_tables(native_runs(df), RESNET50)
     if not tables:
         return "<ul><li>no GPU results recorded yet</li></ul>"
     totals = network_totals(pd.concat([t for _, t in tables.values()], ignore_index=True))
@@ -108,7 +111,7 @@ def headlines(s: pd.DataFrame, stem: str, df: pd.DataFrame | None = None) -> lis
         ratio = r["hand / vendor" if kind == "hand" else "MS / vendor"]
         vs = "" if math.isnan(ratio) else f" = {ratio:.2f}x {r['vendor']}"
         lines.append(f"{r['workload']} {r['shape']} {r['dtype']}: {r[kind]} {r[f'{kind}_rate']:,.0f} {r['unit']}{vs}"
-                     f" ({r['gpu']}, {r['date']})")
+                     f" ({r['gpu_shown']}, {r['date']})")
     return lines or ["no GPU results recorded yet"]
 
 

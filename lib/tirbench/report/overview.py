@@ -4,9 +4,11 @@ roofline per GPU, the tuning curves of every MetaSchedule database, and the tuni
 setup and number of GPUs).
 
 Rows of different GPUs are never compared with each other: each GPU has its own latest runs of each notebook, its own
-table rows, ratios and roofline. A kernel doing under ``STREAMING_BELOW`` FLOP per byte is rated in GB/s (against the
-HBM roof), any other in GFLOP/s (against the roofline at its arithmetic intensity: the HBM slope or the compute roof
-of its dtype, whichever is lower).
+table rows, ratios and roofline. Nor are rows built for different architectures: code built for an older one than the
+GPU's (PTX, ``results.is_ptx``) has its own latest runs and table rows, named "sm_80 code on <GPU> (PTX)", with no
+ratio to the vendor's native kernel, and no point on the roofline. A kernel doing under ``STREAMING_BELOW`` FLOP per
+byte is rated in GB/s (against the HBM roof), any other in GFLOP/s (against the roofline at its arithmetic intensity:
+the HBM slope or the compute roof of its dtype, whichever is lower).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from tirbench.bench.plots import VENDORS
+from tirbench.bench.results import gpu_label, is_ptx
 from tirbench.core.machine import Peak, peak_for, peak_key
 from tirbench.report.published import labelled_results, shown_variant
 from tirbench.tuning.spaces import SPACES
@@ -44,8 +47,9 @@ def load_results(root: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-#: What a "latest run" is the latest of: a notebook's variant of a workload shape in one dtype on one GPU.
-LATEST_KEYS = ["notebook", "gpu", "workload", "shape", "dtype", "variant"]
+#: What a "latest run" is the latest of: a notebook's variant of a workload shape in one dtype on one GPU, built for
+#: one architecture.
+LATEST_KEYS = ["notebook", "gpu", "arch", "workload", "shape", "dtype", "variant"]
 
 
 def latest_per_gpu(df: pd.DataFrame) -> pd.DataFrame:
@@ -54,9 +58,15 @@ def latest_per_gpu(df: pd.DataFrame) -> pd.DataFrame:
     leaves the latest rows of everything it did not measure in place."""
     if df.empty:
         return df
+    df = with_arch(df)
     last = df.sort_values("timestamp").groupby(LATEST_KEYS)["run_id"].last().rename("latest_run").reset_index()
     latest = df.merge(last, on=LATEST_KEYS, how="left")["latest_run"].to_numpy()
     return df[df["run_id"].to_numpy() == latest].reset_index(drop=True)
+
+
+def with_arch(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with an ``arch`` column ("" where a frame has none)."""
+    return df if "arch" in df else df.assign(arch="")
 
 
 def gpu_key(gpu: str) -> str:
@@ -82,15 +92,17 @@ def percent_of_peak(peak: Peak | None, dtype: str, intensity: float, gflops: flo
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU and (notebook, workload, shape, dtype), each variant from its latest run: the fastest hand schedule,
-    MetaSchedule kernel (saying so where its best record is a hand seed) and vendor kernel with their rates, the ratios
-    to the vendor (of the same run where it has one; ``vendor run`` names it where not the best TVM kernel's) and the
-    best TVM kernel's % of peak."""
+    """Per GPU, architecture built for and (notebook, workload, shape, dtype), each variant from its latest run: the
+    fastest hand schedule, MetaSchedule kernel (saying so where its best record is a hand seed) and vendor kernel with
+    their rates, the ratios to the vendor (of the same run where it has one; ``vendor run`` names it where not the best
+    TVM kernel's; a vendor row is native to its GPU, so rows built for an older architecture have none) and the best
+    TVM kernel's % of peak. ``gpu_shown`` names the GPU as tables do (``results.gpu_label``), ``ptx`` says whether the
+    rows ran as PTX."""
     if df.empty:
         return pd.DataFrame()
     rows = []
-    for (gpu, nb, wl, shape, dtype), g in latest_per_gpu(df).groupby(["gpu", "notebook", "workload", "shape", "dtype"],
-                                                                      sort=False):
+    groups = latest_per_gpu(df).groupby(["gpu", "arch", "notebook", "workload", "shape", "dtype"], sort=False)
+    for (gpu, arch, nb, wl, shape, dtype), g in groups:
         intensity = float(g["gflops"].iloc[0] / g["gbps"].iloc[0]) if g["gbps"].iloc[0] else math.nan
         metric = "gbps" if intensity < STREAMING_BELOW else "gflops"
         best = {kind: g[sel].sort_values(metric).iloc[-1] if sel.any() else None for kind, sel in (
@@ -100,8 +112,11 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         top = max(ours, key=lambda r: r[metric]) if ours else None
         if top is not None:   # the vendor shown: the one measured in the best TVM kernel's run, where it has one
             best["vendor"] = _vendor_of(g, metric, top["run_id"])
-        row = {"gpu": gpu, "date": str(g["timestamp"].max())[:10], "notebook": nb, "workload": wl, "shape": shape,
-               "dtype": dtype, "unit": "GB/s" if metric == "gbps" else "GFLOP/s", "intensity": intensity}
+        cc = g["compute_capability"].iloc[0] if "compute_capability" in g else None
+        ptx = cc is not None and is_ptx(arch, cc)
+        row = {"gpu": gpu, "arch": arch, "gpu_shown": gpu_label(gpu, arch, cc) if ptx else gpu, "ptx": ptx,
+               "date": str(g["timestamp"].max())[:10], "notebook": nb, "workload": wl, "shape": shape, "dtype": dtype,
+               "unit": "GB/s" if metric == "gbps" else "GFLOP/s", "intensity": intensity}
         for kind, r in best.items():
             row[kind] = None if r is None else shown_variant(r["variant"], r.get("tuned_best", ""))
             row[f"{kind}_rate"] = math.nan if r is None else r[metric]
@@ -128,20 +143,28 @@ def _vendor_of(g: pd.DataFrame, metric: str, run_id: str) -> pd.Series | None:
 
 
 def summary_table(s: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` with readable column names, for display."""
+    """``summary`` with readable column names, for display; where it has rows of code built for an older architecture
+    (``ptx``), a ``GPU`` column names each row's GPU as tables do ("sm_80 code on <GPU> (PTX)")."""
     names = {"hand": "best hand schedule", "hand_rate": "hand rate", "ms": "MetaSchedule", "ms_rate": "MS rate",
              "vendor": "vendor", "vendor_rate": "vendor rate"}
-    cols = ["notebook", "workload", "shape", "dtype", "unit", *names, "hand / vendor", "MS / vendor",
+    gpu = ["gpu_shown"] if "ptx" in s and s["ptx"].any() else []
+    cols = ["notebook", "workload", "shape", "dtype", *gpu, "unit", *names, "hand / vendor", "MS / vendor",
             "best TVM % of peak", "vendor run", "date"]
-    return s[cols].rename(columns=names).round({"hand rate": 0, "MS rate": 0, "vendor rate": 0, "hand / vendor": 3,
-                                                "MS / vendor": 3, "best TVM % of peak": 1})
+    return s[cols].rename(columns={**names, "gpu_shown": "GPU"}).round(
+        {"hand rate": 0, "MS rate": 0, "vendor rate": 0, "hand / vendor": 3, "MS / vendor": 3, "best TVM % of peak": 1})
 
 
 def roofline(s: pd.DataFrame, gpu: str, caption: str) -> plt.Figure:
     """One GPU's roofline: achieved GFLOP/s against FLOP per byte for each kernel of ``summary`` (hand, MetaSchedule
-    and vendor; kernels without FLOPs, such as a copy, have no point), under the HBM roof and the FP32 / FP16 / INT8
+    and vendor; kernels without FLOPs, such as a copy, have no point; code built for an older architecture, PTX, has
+    none either: the caption says how many such rows the table has), under the HBM roof and the FP32 / FP16 / INT8
     roofs of the peak table."""
     s = s[(s["gpu"] == gpu) & (s["intensity"] > 0)]
+    ptx = s["ptx"] if "ptx" in s else pd.Series(False, index=s.index)
+    if ptx.any():
+        archs = ", ".join(sorted(set(s.loc[ptx, "arch"])))
+        caption += f"; not drawn: {int(ptx.sum())} rows of code built for {archs} (PTX)"
+    s = s[~ptx]
     peak = peak_for(gpu)
     fig, ax = plt.subplots(figsize=(10, 6))
     lo, hi = s["intensity"].min() / 4 if len(s) else 0.05, s["intensity"].max() * 4 if len(s) else 1e4
