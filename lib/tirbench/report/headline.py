@@ -83,7 +83,7 @@ def run_builds(df: pd.DataFrame) -> pd.Series:
     architecture its PTX rows were built for."""
     ptx = ptx_rows(df)
     built = dict(zip(df.loc[ptx, "run_id"], _arch(df)[ptx]))
-    return df["run_id"].map(built).fillna("").astype(str)
+    return df["run_id"].map(lambda run: str(built.get(run, "")))
 
 
 def headline_rows(df: pd.DataFrame, head: Headline) -> pd.DataFrame:

@@ -65,7 +65,9 @@ def headline_lines(df: pd.DataFrame, stem: str) -> list[str]:
     lines = []
     for gpu in sorted(df["gpu"].unique()) if len(df) else []:
         for nb, head in HEADLINES:
-            rows = headline_rows(df[df["gpu"] == gpu], head) if nb == stem else df.iloc[:0]
+            if nb != stem:
+                continue
+            rows = headline_rows(df[df["gpu"] == gpu], head)
             ours = rows[rows["provider"].isin(["tvm", "metaschedule"])]
             for _, g in ours.groupby(["gpu_shown", "shape", "dtype"], sort=False):
                 r = g.sort_values(head.metric).iloc[-1]
