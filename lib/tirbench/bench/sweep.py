@@ -4,7 +4,8 @@
 where it has none; ``defaults_only`` for a ladder), builds them side by side in worker processes (``build_all``),
 checks each against the reference and times those that match; ``sweep_all`` does it for several workloads (a list of
 layers, a few candidates each) with one parallel build for all of them. Every candidate ends in one line: its time
-and rate, ``skipped`` (the family or a tile does not fit this workload: the helper's one-line reason) or
+and rate, ``skipped`` (the family or a tile does not fit this workload: the helper's one-line reason; or the
+target's architecture lacks a feature the family needs: ``KernelRecord.arch_refusal``'s line, once per family) or
 ``rejected`` (it failed to schedule, build or verify). A family whose every tried candidate was rejected raises
 ``SweepError`` naming it: a failed run, not a gap.
 """
@@ -90,11 +91,18 @@ def _candidates(record: KernelRecord, defaults_only: bool) -> list[Mapping[str, 
     return [{}] if defaults_only or not record.candidates else list(record.candidates)
 
 
-def _schedule(wl: Workload, records: Sequence[KernelRecord], defaults_only: bool) -> tuple[list[Trial], list]:
-    """Schedule every candidate: the trials already decided (skipped, rejected) and (trial, schedule) to build."""
+def target_arch(target: tvm.target.Target) -> str | None:
+    """The architecture a CUDA ``target`` builds for (its ``arch``: "sm_80"); None for another kind (llvm)."""
+    return str(target.attrs["arch"]) if target.kind.name == "cuda" and "arch" in target.attrs else None
+
+
+def _schedule(wl: Workload, records: Sequence[KernelRecord], defaults_only: bool,
+              arch: str | None) -> tuple[list[Trial], list]:
+    """Schedule every candidate: the trials already decided (skipped, rejected) and (trial, schedule) to build;
+    a family ``arch`` (the target's) does not build is one skipped trial."""
     decided, to_build = [], []
     for record in records:
-        reason = record.accepts(wl)
+        reason = (record.arch_refusal(arch) if arch else None) or record.accepts(wl)
         if reason is not None:
             decided.append(Trial(record, {}, "skipped", reason))
             continue
@@ -164,7 +172,7 @@ def sweep_all(jobs: Sequence[tuple[Workload, KernelRecord | Sequence[KernelRecor
     plans = []
     for workload, records in jobs:
         records = [records] if isinstance(records, KernelRecord) else list(records)
-        decided, scheduled = _schedule(workload, records, defaults_only)
+        decided, scheduled = _schedule(workload, records, defaults_only, target_arch(target))
         for trial in decided:
             print(_line(trial))
         plans.append((workload, records, decided, scheduled))

@@ -10,6 +10,9 @@ several design spaces) in ``tirbench.schedules`` and add an entry::
                                  pass_config=lambda wl: {}, db_suffix="_minespace")
 
 ``tune``, ``replay``, ``work_dir_for``, ``space_target``, ``tuned_pass_config`` and the CLI's ``--space`` then know it.
+A space whose kernels use PTX features some architectures lack says so in ``needs`` (``core.gpu`` names, as
+``KernelRecord.needs``): searching it (``generator``) on a build without them is refused in one line
+(``space='wgmma': needs wgmma (sm_90a); this build is sm_80``).
 """
 from __future__ import annotations
 
@@ -20,14 +23,16 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
+from tirbench.core.gpu import require_feature
 from tirbench.core.machine import cuda_target
 from tirbench.schedules.common.decisions import with_decisions
 from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_nchw_splitk_space, splitk_decisions
-from tirbench.schedules.conv.records import NCHW_SPLITK
+from tirbench.schedules.conv.records import NCHW_SPLITK, NHWC_TMA_WS
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.schedules.conv.template import conv2d_template_space, require_nchw_fp32_conv
 from tirbench.schedules.conv.wmma_space import WMMA_CONFIG, conv2d_wmma_space
+from tirbench.schedules.gemm.records import V5_WARP_TILED, V8_WGMMA
 from tirbench.schedules.gemm.simt import gemm_v5_space
 from tirbench.schedules.spaces.wgmma_space import (require_wgmma_workload, tuned_kernel, wgmma_pass_config,
                                                    wgmma_seeds, wgmma_space)
@@ -74,6 +79,9 @@ class DesignSpace:
     as_built: Callable[[tvm.IRModule, dict], tuple[tvm.IRModule, dict]] | None = None
     #: whether a tuned schedule's kernel is a seed's, where equal sampled decisions would not say (``seeds.is_seed``)
     seed_kernel: Callable[[Workload, s_tir.Schedule], bool] | None = None
+    #: the PTX features its kernels use (``core.gpu.FEATURES_SINCE`` / ``FEATURES_ON`` names), which the build's
+    #: architecture must have for a search (``require_arch``)
+    needs: tuple[str, ...] = ()
 
     def built_module(self, wl: Workload, mod: tvm.IRModule) -> tuple[tvm.IRModule, dict]:
         """The module a candidate ``mod`` of ``wl`` is built as, and the PassContext config it is built with."""
@@ -83,9 +91,17 @@ class DesignSpace:
     def require(self, wl: Workload) -> None:
         self.check(wl)
 
+    def require_arch(self, arch: str | None = None) -> None:
+        """A one-line ArchError unless ``arch`` (default: the build's, ``current_gpu().arch``) has every feature the
+        space ``needs`` (the first it lacks)."""
+        for feature in self.needs:
+            require_feature(feature, arch, who=f"space={self.name!r}")
+
     def generator(self, wl: Workload) -> ms.space_generator.SpaceGenerator | str:
-        """The ``space`` argument of ``ms.tune_tir`` for ``wl``."""
+        """The ``space`` argument of ``ms.tune_tir`` for ``wl`` (refused in one line where the build's architecture
+        lacks a feature the space ``needs``)."""
         self.require(wl)
+        self.require_arch()
         if self.schedule_fn is None:
             if not uses_tensor_cores(wl):
                 return "post-order-apply"
@@ -175,7 +191,7 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
                 check=_any_workload, schedule_fn=None, pass_config=_default_pass_config, db_suffix=""),
     DesignSpace(name="v5", description="fp32 GEMM: the v5 warp-tiled kernel with its tile sizes sampled",
                 check=_require_fp32_gemm, schedule_fn=v5_space, pass_config=lambda wl: SIMT_ASYNC_CONFIG,
-                db_suffix="_v5space", dynamic_shared_memory=True),
+                db_suffix="_v5space", dynamic_shared_memory=True, needs=V5_WARP_TILED.needs),
     DesignSpace(name="template", description="fp32 NCHW conv2d: AutoTVM's classic tunable CUDA conv2d template",
                 check=_require_template_conv, schedule_fn=conv2d_template_space, pass_config=lambda wl: {},
                 db_suffix="_templatespace", mutator_probs=_tile_mutators),
@@ -189,14 +205,16 @@ SPACES: dict[str, DesignSpace] = {space.name: space for space in (
     DesignSpace(name="wmma", description="fp16 NHWC conv2d: the implicit GEMM on wmma fragments whose shape "
                 "(m8n32k16, m16n16k16, m32n8k16) follows GEMM_M, tiles sampled", check=_require_fp16_nhwc_conv,
                 schedule_fn=conv2d_wmma_space, pass_config=lambda wl: WMMA_CONFIG, db_suffix="_wmmaspace",
-                dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage),
+                dynamic_shared_memory=True, mutator_probs=_tile_mutators, postprocs=cuda_postprocs_keep_storage,
+                needs=("wmma", "cp_async")),
     DesignSpace(name="wgmma", description="fp16 GEMM and fp16 NHWC conv2d: the v8 wgmma kernel with its block "
                 "tile, raster, stages and overlap sampled, and the pipeline itself (v8's, or the warp-specialized "
                 "kernel with its ring depth, persistence and, on the conv2d, gather); the search started from the "
                 "hand sweep's candidates (seeds)", check=require_wgmma_workload, schedule_fn=wgmma_space,
                 pass_config=wgmma_pass_config, db_suffix="_wgmmaspace", dynamic_shared_memory=True,
                 mutator_probs=_tile_and_choice_mutators, postprocs=wgmma_postprocs, seeds=wgmma_seeds,
-                as_built=as_built, seed_kernel=_wgmma_seed_kernel),
+                as_built=as_built, seed_kernel=_wgmma_seed_kernel,
+                needs=tuple(dict.fromkeys((*V8_WGMMA.needs, *NHWC_TMA_WS.needs)))),
 )}
 
 

@@ -3,7 +3,8 @@
 A ``KernelRecord`` names a schedule helper, its parameters spelled out, the PassContext config its kernels are built
 with, the candidates a sweep tries (each overrides the defaults) and which workloads it takes: ``accepts(workload)``
 reads the workload's module (its blocks) and its dtype and layout, as TVM's DLight rules read the block, and
-returns ``None`` or the one-line reason it does not apply.
+returns ``None`` or the one-line reason it does not apply. ``needs`` names the PTX features its CUDA uses: a family
+is offered only where the build's architecture has them (``for_arch``; ``apply`` refuses it elsewhere in one line).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tvm import s_tir
 
+from tirbench.core.gpu import ArchError, current_gpu, require_feature
 from tirbench.workloads.base import Workload
 
 Accepts = Callable[[Workload], "str | None"]
@@ -28,16 +30,33 @@ class KernelRecord:
     pass_config: Mapping[str, object] = field(default_factory=dict)
     candidates: tuple[Mapping[str, Any], ...] = ()
     #: The PTX features its CUDA uses (``core.gpu.FEATURES_SINCE`` / ``FEATURES_ON`` names: "cp_async", "wgmma", ...),
-    #: which an architecture must have to run it (``core.gpu.require_feature``). Data for now: nothing filters on it.
+    #: which an architecture must have to run it (``core.gpu.require_feature``; ``for_arch``).
     needs: tuple[str, ...] = ()
 
     def params(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The helper's keyword arguments: the defaults, then ``overrides``."""
         return {**self.defaults, **(overrides or {})}
 
+    def require_arch(self, arch: str | None = None) -> None:
+        """A one-line ArchError unless ``arch`` (default: the build's, ``current_gpu().arch``) has every feature the
+        family ``needs``: the first it lacks, "v8_wgmma: needs wgmma (sm_90a); this build is sm_80"."""
+        arch = arch or current_gpu().arch
+        for feature in self.needs:
+            require_feature(feature, arch, who=self.name)
+
+    def arch_refusal(self, arch: str | None = None) -> str | None:
+        """``require_arch``'s one line, or None where ``arch`` builds the family."""
+        try:
+            self.require_arch(arch)
+        except ArchError as err:
+            return str(err)
+        return None
+
     def apply(self, wl: Workload, overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> s_tir.Schedule:
-        """Schedule ``wl``'s module with the defaults and ``overrides``; a one-line ValueError where the family does
-        not take ``wl`` or a parameter does not fit it."""
+        """Schedule ``wl``'s module with the defaults and ``overrides``; a one-line ValueError where the build's
+        architecture lacks a feature the family needs (``require_arch``: an ArchError), the family does not take
+        ``wl`` or a parameter does not fit it."""
+        self.require_arch()
         reason = self.accepts(wl)
         if reason is not None:
             raise ValueError(f"{self.name} does not take {wl.name} {wl.shape} ({wl.dtype}): {reason}")
@@ -50,6 +69,33 @@ class KernelRecord:
         """``helper(k=v, ...)`` with the parameters a kernel of this family is scheduled with."""
         args = ", ".join(f"{k}={v}" for k, v in self.params(overrides).items())
         return f"{self.schedule.__name__}({args})"
+
+
+def for_arch(records: Iterable[KernelRecord], arch: str | None = None) -> tuple[list[KernelRecord], list[str]]:
+    """The ``records`` that ``arch`` (default: the build's) builds, in their order, and one line for each of the
+    others saying why (``arch_refusal``: "v8_wgmma: needs wgmma (sm_90a); this build is sm_80")."""
+    taken, skipped = [], []
+    for record in records:
+        reason = record.arch_refusal(arch)
+        if reason is None:
+            taken.append(record)
+        else:
+            skipped.append(reason)
+    return taken, skipped
+
+
+#: The lines ``offered`` has printed in this process (each is said once: the rules run once per layer).
+_SAID: set[str] = set()
+
+
+def offered(records: Iterable[KernelRecord], arch: str | None = None) -> list[KernelRecord]:
+    """``for_arch``'s records, printing each skipped family's line the first time this process skips it."""
+    taken, skipped = for_arch(records, arch)
+    for line in skipped:
+        if line not in _SAID:
+            _SAID.add(line)
+            print(line)
+    return taken
 
 
 def has_block(wl: Workload, name: str) -> bool:

@@ -23,6 +23,10 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   warp-specialized kernel, both tiles' loads off the consumers and the filter's by TMA (``INT8_TMA_WS``); where it
   has at most 4 channels (the RGB stem), also the layer with its filter stored (K, R, S8, 4) on mma.sync, a k tile of
   32 per kernel row instead of per tap (``INT8_MMA``, ``conv.int8``).
+
+Only the families the build's architecture has the features of (``KernelRecord.needs``, ``record.offered``) are
+offered, each one skipped said in one line the first time (``nhwc_wgmma: needs wgmma (sm_90a); this build is
+sm_80``); a layer none of whose families builds there is refused in one line (an ArchError).
 """
 from __future__ import annotations
 
@@ -33,8 +37,8 @@ from typing import Any, Callable, Mapping
 from tvm import s_tir
 
 from tirbench.core.errors import refusal
-from tirbench.core.gpu import current_gpu
-from tirbench.schedules.common.record import KernelRecord
+from tirbench.core.gpu import ArchError, current_gpu
+from tirbench.schedules.common.record import KernelRecord, for_arch, offered
 from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM,
                                              NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA,
                                              WINOGRAD)
@@ -189,22 +193,33 @@ def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *, view: 
     return tuple(taken)
 
 
+def built_here(wl: Workload, families: tuple[KernelRecord, ...]) -> list[KernelRecord]:
+    """The ``families`` the build's architecture builds (``offered``: each one skipped said once); a one-line
+    ArchError naming the layer and the last family's missing feature where none is left."""
+    taken = offered(families)
+    if not taken:
+        raise ArchError(f"no conv family builds {wl.name} {wl.dtype} {wl.layout or ''} here: "
+                        f"{for_arch(families)[1][-1]}")
+    return taken
+
+
 def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
-    """The kernel families that take ``wl``, each with its ``keep`` best candidates for it (see the module
-    docstring); a one-line ValueError for a workload no family takes."""
+    """The kernel families that take ``wl`` and build for the build's architecture (``built_here``), each with its
+    ``keep`` best candidates for it (see the module docstring); a one-line ValueError for a workload no family
+    takes."""
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
         v = gemm_view(wl)   # NCHW_GEMM's rows are output channels, its columns output pixels
-        records = [r for r in (NCHW_SPLITK.with_candidates(splitk_candidates(wl, keep)),
-                               NCHW_GEMM.with_candidates(ranked_tiles(wl, NCHW_GEMM, keep,
-                                                                      view=GemmView(v.n, v.m, v.k))))
-                   if r.candidates]
+        ranked = {NCHW_SPLITK.name: lambda: splitk_candidates(wl, keep),
+                  NCHW_GEMM.name: lambda: ranked_tiles(wl, NCHW_GEMM, keep, view=GemmView(v.n, v.m, v.k))}
+        records = [f.with_candidates(cands) for f in built_here(wl, (NCHW_SPLITK, NCHW_GEMM))
+                   if (cands := ranked[f.name]())]
         if not records:
             raise ValueError(f"no split-K tiling or implicit-GEMM tile fits conv2d {wl.shape}")
         return records
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NHWC":
-        return [NHWC_GEMM.with_candidates(ranked_tiles(wl, NHWC_GEMM, keep))]
+        return [f.with_candidates(ranked_tiles(wl, f, keep)) for f in built_here(wl, (NHWC_GEMM,))]
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "HWCN":
-        return [HWCN_HOPPER]
+        return built_here(wl, (HWCN_HOPPER,))
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
         families = (NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA)
     elif wl.dtype == "int8" and wl.layout == "NCHW32":
@@ -212,6 +227,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
                          f"NCHW, NHWC or HWCN, float16 NHWC, and conv2d_int8")
+    families = tuple(built_here(wl, families))
     records = [f.with_candidates(cands) for f in families if (cands := ranked_tiles(wl, f, keep))]
     if not records:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes {wl.name} {wl.shape}: "
@@ -221,12 +237,13 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
 
 def winograd_forms(wl: Workload) -> list[Workload]:
     """The same layer computed by Winograd F(2x2, 3x3) and F(4x4, 3x3) (``conv2d_winograd``, family ``WINOGRAD``),
-    where it applies: a float32 NCHW or NHWC 3x3 convolution of stride 1 and padding 1; else none. The filter
+    where it applies: a float32 NCHW or NHWC 3x3 convolution of stride 1 and padding 1, on an architecture that
+    builds ``WINOGRAD`` (``offered``); else none. The filter
     transform is outside the timed kernel (done once per filter, ahead of time; cuDNN's Winograd transforms its
     filter inside every call, inside its time)."""
     z = wl.sizes
     if (wl.name, wl.dtype) != ("conv2d", "float32") or wl.layout not in ("NCHW", "NHWC") or \
-            (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1):
+            (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1) or not offered((WINOGRAD,)):
         return []
     return [conv2d_winograd(z["n"], z["c"], z["h"], z["w"], z["k"], m=m, layout=wl.layout) for m in (2, 4)]
 
@@ -236,12 +253,13 @@ def int8_forms(wl: Workload) -> list[Workload]:
     cuDNN pack theirs): stored (K, R, S, C) (``INT8_TMA_WS``: a k tile's 128 channels are one TMA box row) where the
     channels fill whole k tiles and a candidate of that family takes the layer (its block tiles are 128 or 256
     output channels wide); stored (K, R, S8, 4) (``INT8_MMA``: 8 taps of 4 lanes per k tile of 32) where the layer
-    has at most 4 channels; else none (and none for a layer whose filter is packed already)."""
+    has at most 4 channels; else none (and none for a layer whose filter is packed already, or where the build's
+    architecture lacks the form's family: ``offered``)."""
     z = wl.sizes
     if (wl.dtype, wl.layout) != ("int8", "NCHW32") or filter_layout_of(wl.mod) != "KCRS32":
         return []
     layout = "KRSC" if z["c"] % 128 == 0 else "KRS8C4" if z["c"] <= NARROW_LANES else None
-    if layout is None:
+    if layout is None or not offered((INT8_TMA_WS if layout == "KRSC" else INT8_MMA,)):
         return []
     residual, relu = epilogue_ops(s_tir.Schedule(wl.mod))
     form = conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")), relu=relu,

@@ -22,9 +22,14 @@ times the share of each tile that is not padding; times the tile's reuse (``reus
 loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so that a 64 x 32 tile whose last wave is
 a little fuller does not beat a 128 x 256 one at 4096^3. A split-K candidate's blocks are its tiles times its
 ``split``. The best score first (to two decimals), then the larger tile, then the fewer slices (less partial-sum
-traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is not offered: v8 and v9 beat it
-on Hopper at every size notebook 03 records (split-K offers v7's nest beside v8's for its float16
-partial GEMM, to be measured).
+traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep:
+several times slower) is left out. v7 (``mma.sync``) is offered only where the build's architecture builds none of
+``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on Blackwell): v8 and v9 beat it on Hopper at every size
+notebook 03 records (split-K offers v7's nest beside v8's for its float16 partial GEMM, to be measured).
+
+Only the families the build's architecture has the features of (``KernelRecord.needs``) are offered, each one
+skipped said in one line the first time (``record.offered``: ``v8_wgmma: needs wgmma (sm_90a); this build is
+sm_80``); a GEMM none of whose families builds there is refused in one line (an ArchError).
 """
 from __future__ import annotations
 
@@ -32,8 +37,8 @@ import math
 from typing import Any, Mapping
 
 from tirbench.core.errors import refusal
-from tirbench.core.gpu import current_gpu
-from tirbench.schedules.common.record import KernelRecord
+from tirbench.core.gpu import ArchError, current_gpu
+from tirbench.schedules.common.record import KernelRecord, for_arch, offered
 from tirbench.schedules.gemm.records import (
     NARROW,
     PADDED,
@@ -41,6 +46,7 @@ from tirbench.schedules.gemm.records import (
     SPLITK_SIMT,
     SPLITK_WGMMA,
     V5_WARP_TILED,
+    V7_MMA_LDMATRIX,
     V8_WGMMA,
     V9_TMA_WS,
     fits_rows,
@@ -60,6 +66,10 @@ FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
     ("float32", "float32"): (V5_WARP_TILED,),
     ("float16", "float32"): (V9_TMA_WS, V8_WGMMA),
     ("float16", "float16"): (V9_TMA_WS,),
+}
+#: The families offered, by (input dtype, output dtype), where the build's architecture builds none of ``FAMILIES``'.
+FALLBACK: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
+    ("float16", "float32"): (V7_MMA_LDMATRIX,),
 }
 #: GEMMs of at most this many rows are also offered split-K, whose block tiles take every row (``gemm.splitk``): one
 #: 128-row tile (past that the GEMM has two block rows of tiles or more without slicing K).
@@ -150,16 +160,20 @@ def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mappin
 
 
 def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
-    """The families that take the GEMM ``wl``, each with its ``keep`` best candidates for it (module docstring); a
-    one-line ValueError for a workload no family takes."""
+    """The families that take the GEMM ``wl`` and build for the build's architecture, each with its ``keep`` best
+    candidates for it (module docstring); a one-line ValueError for a workload no family takes."""
     if wl.name != "gemm":
         raise ValueError(f"the GEMM rules take a gemm workload, not {wl.name}")
-    families = FAMILIES.get((wl.dtype, wl.out_dtype))
-    if families is None:
+    key = (wl.dtype, wl.out_dtype)
+    if key not in FAMILIES:
         raise ValueError(f"no GEMM rule takes {wl.dtype} inputs with a {wl.out_dtype} C: the rules take float32, "
                          f"float16 with a float32 C, and float16 with a float16 C")
+    families = offered(FAMILIES[key]) or offered(FALLBACK.get(key, ()))
+    if not families:
+        raise ArchError(f"no GEMM family builds {wl.dtype} inputs with a {wl.out_dtype} C here: "
+                        f"{for_arch((*FAMILIES[key], *FALLBACK.get(key, ())))[1][-1]}")
     if wl.sizes["m"] <= SPLITK_ROWS and wl.sizes["k"] >= SPLITK_MIN_K:
-        families = (*families, *FEW_ROWS.get((wl.dtype, wl.out_dtype), ()))
+        families = (*families, *offered(FEW_ROWS.get(key, ())))
     records = [f.with_candidates(cands) for f in families if (cands := ranked(wl, f, keep))]
     if not records:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes gemm {wl.shape} ({wl.dtype}, "
