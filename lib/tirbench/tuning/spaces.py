@@ -12,7 +12,7 @@ several design spaces) in ``tirbench.schedules`` and add an entry::
 ``tune``, ``replay``, ``work_dir_for``, ``space_target``, ``tuned_pass_config`` and the CLI's ``--space`` then know it.
 A space whose kernels use PTX features some architectures lack says so in ``needs`` (``core.gpu`` names, as
 ``KernelRecord.needs``): searching it (``generator``) on a build without them is refused in one line
-(``space='wgmma': needs wgmma (sm_90a); this build is sm_80``).
+(``space='v5': needs cp_async (sm_80+); this build is sm_75``).
 """
 from __future__ import annotations
 

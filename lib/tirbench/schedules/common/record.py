@@ -39,7 +39,7 @@ class KernelRecord:
 
     def require_arch(self, arch: str | None = None) -> None:
         """A one-line ArchError unless ``arch`` (default: the build's, ``current_gpu().arch``) has every feature the
-        family ``needs``: the first it lacks, "v8_wgmma: needs wgmma (sm_90a); this build is sm_80"."""
+        family ``needs``: the first it lacks, "v9_tma_ws: needs tma (sm_90+); this build is sm_80"."""
         arch = arch or current_gpu().arch
         for feature in self.needs:
             require_feature(feature, arch, who=self.name)
@@ -73,7 +73,7 @@ class KernelRecord:
 
 def for_arch(records: Iterable[KernelRecord], arch: str | None = None) -> tuple[list[KernelRecord], list[str]]:
     """The ``records`` that ``arch`` (default: the build's) builds, in their order, and one line for each of the
-    others saying why (``arch_refusal``: "v8_wgmma: needs wgmma (sm_90a); this build is sm_80")."""
+    others saying why (``arch_refusal``: "v9_tma_ws: needs tma (sm_90+); this build is sm_80")."""
     taken, skipped = [], []
     for record in records:
         reason = record.arch_refusal(arch)

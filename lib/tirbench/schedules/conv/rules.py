@@ -25,7 +25,7 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   32 per kernel row instead of per tap (``INT8_MMA``, ``conv.int8``).
 
 Only the families the build's architecture has the features of (``KernelRecord.needs``, ``record.offered``) are
-offered, each one skipped said in one line the first time (``nhwc_wgmma: needs wgmma (sm_90a); this build is
+offered, each one skipped said in one line the first time (``nhwc_tma_ws: needs tma (sm_90+); this build is
 sm_80``); a layer none of whose families builds there is refused in one line (an ArchError).
 """
 from __future__ import annotations

@@ -28,7 +28,7 @@ several times slower) is left out. v7 (``mma.sync``) is offered only where the b
 notebook 03 records (split-K offers v7's nest beside v8's for its float16 partial GEMM, to be measured).
 
 Only the families the build's architecture has the features of (``KernelRecord.needs``) are offered, each one
-skipped said in one line the first time (``record.offered``: ``v8_wgmma: needs wgmma (sm_90a); this build is
+skipped said in one line the first time (``record.offered``: ``v9_tma_ws: needs tma (sm_90+); this build is
 sm_80``); a GEMM none of whose families builds there is refused in one line (an ArchError).
 """
 from __future__ import annotations
