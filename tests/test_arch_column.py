@@ -32,8 +32,8 @@ def gemm_rows(run_id, timestamp, arch):
 
 
 def test_an_empty_arch_is_sm_90a_on_an_h100_or_h200_only():
-    assert build_arch(H100, "") == build_arch("NVIDIA H200", "") == "sm_90a"
-    assert build_arch(A100, "") == "" and build_arch(H100, "sm_80") == "sm_80"
+    assert build_arch(H100, "", "9.0") == build_arch("NVIDIA H200", "", 9.0) == "sm_90a"
+    assert build_arch(A100, "", "8.0") == "" and build_arch(H100, "sm_80", "9.0") == "sm_80"
 
 
 def test_ptx_is_code_for_an_older_arch_than_the_gpu_and_is_labelled_so():
@@ -109,7 +109,8 @@ def test_overview_keeps_ptx_rows_apart_without_a_vendor_ratio_or_a_roofline_poin
 def test_a_later_ptx_run_does_not_supersede_the_native_run():
     runs = [r for i, arch in enumerate(["", "sm_80", "sm_80", "sm_80"])
             for r in gemm_rows(f"r{i}", f"2026-11-2{i}T00:00:00+00:00", arch)]
-    df = pd.DataFrame(runs).assign(arch=lambda d: [build_arch(g, a) for g, a in zip(d["gpu"], d["arch"])])
+    df = pd.DataFrame(runs).assign(arch=lambda d: [build_arch(g, a, c) for g, a, c in
+                                                   zip(d["gpu"], d["arch"], d["compute_capability"])])
     assert "r0" in needed_runs(df)   # its v5 is the newest sm_90a row of its key
 
 

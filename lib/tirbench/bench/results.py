@@ -21,9 +21,9 @@ from tirbench.core.gpu import ArchError, arch_for, parse_arch, peak_key
 #: ``tuned_best``: on a MetaSchedule row, whether the replayed best record's kernel is one of the space's seeds (a hand
 #: candidate measured first: ``"seed"``) or one the search found (``"search"``); empty on other rows, and unknown
 #: (empty) on rows written before the column existed (``tirbench.tuning.labels.seed_labels`` labels those).
-#: ``arch``: the architecture the row's kernel was built for ("sm_90a", "sm_80"); a vendor library's row (cuBLAS,
+#: ``arch``: the architecture the row's kernel was built for ("sm_80", "sm_89"); a vendor library's row (cuBLAS,
 #: cuDNN, torch) has the device's own (``arch_for(compute_capability)``: the library runs its code for the device).
-#: Rows written before the column existed read it as ``build_arch`` says (sm_90a on an H100/H200).
+#: Rows written before the column existed read it as ``build_arch`` says (an H100/H200's own: Hopper's "a" target).
 ADDED_COLUMNS = ["tuned_best", "arch"]
 #: Column order of every results/<notebook>/results.csv (the first 18 are the published schema).
 COLUMNS = ["run_id", "timestamp", "gpu", "driver", "tvm_version", "notebook", "workload", "shape", "dtype",
@@ -145,19 +145,22 @@ def read_results(path: Path, columns: list[str] = COLUMNS) -> pd.DataFrame:
     df = pd.read_csv(io.StringIO(text), dtype={"shape": str, "run_id": str, **added}).reindex(columns=columns)
     for c in added:
         df[c] = df[c].astype(object).fillna("").astype(str)
-    if "arch" in added and "gpu" in columns:
-        df["arch"] = [build_arch(str(gpu), arch) for gpu, arch in zip(df["gpu"], df["arch"])]
+    if "arch" in added and "compute_capability" in columns:
+        df["arch"] = [build_arch(str(gpu), arch, cc) for gpu, arch, cc in
+                      zip(df["gpu"], df["arch"], df["compute_capability"])]
     return df
 
 
-#: The GPUs of the rows recorded before the ``arch`` column: every one of them was built for sm_90a.
+#: The GPUs of the rows recorded before the ``arch`` column: every one of them was built for the GPU's own
+#: architecture (``core.gpu.arch_for`` of its compute capability, 9.0: Hopper's "a" target).
 BEFORE_ARCH_GPUS = ("H100", "H200")
 
 
-def build_arch(gpu: str, arch: str) -> str:
+def build_arch(gpu: str, arch: str, compute_capability: object) -> str:
     """The architecture a row's kernel was built for: its ``arch``; where that is empty (recorded before the column),
-    "sm_90a" on an H100/H200 (what every such row was built for), else "" (not known)."""
-    return arch or ("sm_90a" if peak_key(gpu) in BEFORE_ARCH_GPUS else "")
+    on an H100/H200 the GPU's own (``arch_for(compute_capability)``: what every such row was built for), else ""
+    (not known)."""
+    return arch or (arch_for(str(compute_capability)) if peak_key(gpu) in BEFORE_ARCH_GPUS else "")
 
 
 def is_ptx(arch: str, compute_capability: object) -> bool:
