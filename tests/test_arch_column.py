@@ -61,6 +61,7 @@ def test_session_rows_record_the_build_arch_and_the_vendors_own(monkeypatch, tmp
     monkeypatch.setattr(session_module.DeviceInfo, "detect", classmethod(
         lambda cls: cls(gpu=H100, compute_capability="9.0", driver="580", tvm_version="0.27")))
     s = session_module.Session("03_gemm", root=tmp_path, arch="sm_80", save=False)
+    assert "TVM kernels built for sm_80, run as PTX" in s.banner()
     wl, t = gemm(64, 64, 64), Timing(1.0, 0.9, 1.1, 10)
     s.record(Measurement(wl, "v5", "tvm", t, verified=True))
     s.record(Measurement(wl, "cublas_float32", "cublas", t, verified=True))

@@ -81,7 +81,9 @@ class Session:
     def banner(self) -> str:
         mode = "quick" if self.quick else "full"
         if self.gpu:
-            return f"[tirbench] GPU run ({mode}) on {self.device.describe()}; run_id {self.run_id}"
+            ptx = results.is_ptx(self.arch, self.device.compute_capability)
+            built = f"; TVM kernels built for {self.arch}, run as PTX" if ptx else ""
+            return f"[tirbench] GPU run ({mode}) on {self.device.describe()}{built}; run_id {self.run_id}"
         rec = self.recorded()
         src = (f"recorded on {rec['gpu'].iloc[0]} at {rec['timestamp'].iloc[0][:10]}" if not rec.empty
                else "none recorded yet")
