@@ -39,6 +39,7 @@ def test_an_empty_arch_is_sm_90a_on_an_h100_or_h200_only():
 def test_ptx_is_code_for_an_older_arch_than_the_gpu_and_is_labelled_so():
     assert is_ptx("sm_80", "9.0") and is_ptx("sm_75", 8.9)
     assert not is_ptx("sm_90a", "9.0") and not is_ptx("sm_89", "8.9") and not is_ptx("", "9.0")
+    assert not is_ptx("sm_80", math.nan)   # a row without its compute capability: not known, not PTX
     assert gpu_label(H100, "sm_80", "9.0") == PTX_LABEL and gpu_label(H100, "sm_90a", "9.0") == H100
 
 

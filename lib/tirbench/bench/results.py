@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -165,10 +166,11 @@ def build_arch(gpu: str, arch: str, compute_capability: object) -> str:
 
 def is_ptx(arch: str, compute_capability: object) -> bool:
     """Whether code built for ``arch`` ran as PTX on a GPU of ``compute_capability`` ("9.0"): an older architecture
-    than the GPU's own, which the driver compiled. False for an unknown (empty) ``arch``."""
-    if not arch:
+    than the GPU's own, which the driver compiled. False for an unknown (empty) ``arch`` or compute capability."""
+    cc = str(compute_capability)
+    if not arch or not re.fullmatch(r"\d+\.\d+", cc):
         return False
-    return parse_arch(arch)[0] < parse_arch(arch_for(str(compute_capability)))[0]
+    return parse_arch(arch)[0] < parse_arch(arch_for(cc))[0]
 
 
 def gpu_label(gpu: str, arch: str, compute_capability: object) -> str:
