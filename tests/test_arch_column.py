@@ -16,6 +16,7 @@ from tirbench.bench.results import (COLUMNS, append_rows, build_arch, gpu_label,
 from tirbench.report import overview
 from tirbench.report import readme as report
 from tirbench.report.headline import HEADLINES, headline_rows
+from tirbench.report.index import headline_lines
 from tirbench.workloads import gemm
 
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
@@ -86,6 +87,9 @@ def test_headline_shows_the_ptx_run_beside_the_native_one_with_no_ratio_across(t
     assert "x cublas" not in ptx_line
     assert any("| v5 |" in line and "0.900x cublas_float32" in line for line in table.splitlines())
     assert f"run ptx: {PTX_LABEL} beside native rows" in table
+    lines = headline_lines(df, "03_gemm")   # the report index: a line per build, the PTX one without a ratio
+    assert any("= 0.90x cublas_float32" in line and f"({H100}, " in line for line in lines)
+    assert any(f"({PTX_LABEL}, " in line and "x cublas" not in line for line in lines) and len(lines) == 2
 
 
 def test_a_ptx_baseline_of_the_same_arch_gives_a_ratio():
