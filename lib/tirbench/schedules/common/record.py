@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tvm import s_tir
 
-from tirbench.core.gpu import ArchError, current_gpu, require_feature
+from tirbench.core.gpu import ArchError, require_feature
 from tirbench.workloads.base import Workload
 
 Accepts = Callable[[Workload], "str | None"]
@@ -40,7 +40,6 @@ class KernelRecord:
     def require_arch(self, arch: str | None = None) -> None:
         """A one-line ArchError unless ``arch`` (default: the build's, ``current_gpu().arch``) has every feature the
         family ``needs``: the first it lacks, "v9_tma_ws: needs tma (sm_90+); this build is sm_80"."""
-        arch = arch or current_gpu().arch
         for feature in self.needs:
             require_feature(feature, arch, who=self.name)
 
