@@ -14,7 +14,7 @@ import pytest
 from tirbench.bench.sweep import sweep, target_arch
 from tirbench.core.gpu import ARCH_ENV, ArchError, features
 from tirbench.core.machine import cpu_target, cuda_target
-from tirbench.schedules.common.record import for_arch
+from tirbench.schedules.common.record import for_arch, require_a_candidate
 from tirbench.schedules.conv import rules as conv_rules
 from tirbench.schedules.conv.records import INT8_MMA, NHWC_MMA, NHWC_WGMMA
 from tirbench.schedules.gemm import rules as gemm_rules
@@ -54,8 +54,11 @@ def test_asking_a_hopper_family_directly_is_one_line_naming_the_feature_and_the_
             record.apply(wl)
         assert str(err.value) == f"{record.name}: needs {feature}; this build is sm_80"
         assert err.value._render_traceback_() == [f"ArchError: {err.value}"]
+    with pytest.raises(ValueError, match=rf"^no nhwc_wgmma kernel takes conv2d {fp16_conv.shape}: nhwc_wgmma: "
+                                         r"needs wgmma \(sm_90a\); this build is sm_80$"):
+        require_a_candidate(fp16_conv, (NHWC_WGMMA,))   # how notebook 06 checks a layer for a family
     V7_MMA_LDMATRIX.apply(fp16_gemm)   # sm_80's own families still schedule
-    NHWC_MMA.apply(fp16_conv)
+    assert require_a_candidate(fp16_conv, (NHWC_WGMMA, NHWC_MMA)) is fp16_conv
 
 
 def test_the_rules_offer_no_hopper_family_on_sm_80_and_say_so_once(monkeypatch, capsys):

@@ -137,4 +137,4 @@ def require_a_candidate(wl: Workload, records: Iterable[KernelRecord]) -> Worklo
                 return wl
             except ValueError as err:
                 reason = str(err)
-    raise ValueError(f"no {'/'.join(r.name for r in records)} kernel takes {list(wl.shape)}: {reason}")
+    raise ValueError(f"no {'/'.join(r.name for r in records)} kernel takes {wl.name} {wl.shape}: {reason}")
