@@ -59,3 +59,14 @@ def test_notebooks_are_stored_without_outputs():
         assert not any(c.get("outputs") for c in cells if c.cell_type == "code"), nb.name
         tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(tagged) == 1, f"{nb.name}: exactly one cell tagged 'parameters'"
+
+
+def test_every_measuring_notebook_records_the_arch_of_the_target_it_builds_for():
+    """A notebook given an explicit older target (``-p target nvidia/nvidia-a100``) builds PTX for it: its rows must
+    say so, so its Session takes the resolved target's arch rather than the GPU description's default."""
+    import nbformat
+
+    for nb in NOTEBOOKS:
+        code = "\n".join(c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code")
+        if "Session(" in code:
+            assert 'arch=str(target.attrs["arch"]))' in code and "target = require_target(target)" in code, nb.name
