@@ -48,6 +48,15 @@ def tables(body: str) -> list[tuple[str, str]]:
     return [(blocks[i], blocks[i + 1] if i + 1 < len(blocks) else "") for i in range(1, len(blocks), 2)]
 
 
+def result_tables(text: str):
+    """(section name, the paragraph above it, its body, a table, the text after the table) for each table of every
+    generated section but the tuning-throughput one (whose rows are runs, not results)."""
+    for name, (above, body) in sections(text).items():
+        if name != "tuning-throughput":
+            for table, after in tables(body):
+                yield name, above, body, table, after
+
+
 @pytest.fixture(scope="module")
 def recorded():
     """Every recorded row, labelled (``overview.load_results``: the databases read once)."""
@@ -64,14 +73,11 @@ def test_every_caption_names_the_notebook_whose_file_holds_its_run(regenerated):
     for nb, csv, run in captions:
         columns = ERROR_COLUMNS if csv == ERROR_CSV else COLUMNS
         assert run in set(read_results(ROOT / "results" / nb / csv, columns)["run_id"]), (nb, csv, run)
-    for name, (above, body) in sections(regenerated).items():
-        if name == "tuning-throughput":
-            continue
-        for table, after in tables(body):
-            read = set(re.findall(r"From `results/(\w+)/", after))
-            assert read, f"{name}: a table without a caption"
-            named = set(re.findall(r"\b(0[0-8])(?:_\w+)?\b", above))   # notebooks the prose above names
-            assert named <= {nb[:2] for nb in read}, f"{name}: the text above names {named}, it reads {read}"
+    for name, above, _, _, after in result_tables(regenerated):
+        read = set(re.findall(r"From `results/(\w+)/", after))
+        assert read, f"{name}: a table without a caption"
+        named = set(re.findall(r"\b(0[0-8])(?:_\w+)?\b", above))   # notebooks the prose above names
+        assert named <= {nb[:2] for nb in read}, f"{name}: the text above names {named}, it reads {read}"
 
 
 def test_captions_name_the_notebook_read_on_a_small_root(tmp_path):
@@ -88,15 +94,12 @@ def test_captions_name_the_notebook_read_on_a_small_root(tmp_path):
 def test_no_readme_table_mixes_runs_timed_before_and_after_cuda_events(regenerated):
     stamps = pd.concat([read_results(p) for p in (ROOT / "results").glob("*/results.csv")])
     when = dict(zip(stamps["run_id"], pd.to_datetime(stamps["timestamp"], utc=True)))
-    for name, (_, body) in sections(regenerated).items():
-        if name == "tuning-throughput":
-            continue
-        for table, after in tables(body):
-            runs = set(re.findall(r"run (\d{8}T\d{6}Z-\w+)", after))
-            assert runs, f"{name}: a table whose caption names no run"
-            assert len({when[r] >= CUDA_EVENTS_SINCE for r in runs}) == 1, (name, runs)
-            if any(when[r] < CUDA_EVENTS_SINCE for r in runs):
-                assert "time_evaluator" in body, f"{name}: rows timed before CUDA events, not said"
+    for name, _, body, _, after in result_tables(regenerated):
+        runs = set(re.findall(r"run (\d{8}T\d{6}Z-\w+)", after))
+        assert runs, f"{name}: a table whose caption names no run"
+        assert len({when[r] >= CUDA_EVENTS_SINCE for r in runs}) == 1, (name, runs)
+        if any(when[r] < CUDA_EVENTS_SINCE for r in runs):
+            assert "time_evaluator" in body, f"{name}: rows timed before CUDA events, not said"
 
 
 def test_seed_best_rows_are_labelled_and_the_search_best_sits_beside_them(tmp_path):
