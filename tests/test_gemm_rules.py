@@ -1,5 +1,6 @@
 """The GEMM rules (``schedules.gemm.rules``): tiles ranked by how their blocks fill the SMs' waves, a candidate for
-every shape (padded where no tile divides it, few rows included), and one-line refusals."""
+every shape (padded, or for v9 zero-filled by TMA, where no tile divides it, few rows included), and one-line
+refusals."""
 from __future__ import annotations
 
 import math
@@ -84,12 +85,13 @@ def test_split_k_blocks_are_tiles_times_slices():
 @pytest.mark.parametrize("size", [(37, 4096, 4096), (100, 3000, 5000)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype, families", [("float32", (SPLITK_SIMT,)), ("float16", (SPLITK_WGMMA, SPLITK_MMA))])
 def test_few_rows_are_offered_split_k_whose_slices_fill_the_sms(size, dtype, families):
-    """After the ladder's family, split-K: tiles that take every row, 2-16 slices, the first candidate's blocks
+    """After the ladder's families, split-K: tiles that take every row, 2-16 slices, the first candidate's blocks
     (tiles x slices) for 90% of the SMs or more, ranked by score, then the larger tile, then the fewer slices."""
     m, n, _ = size
     records = rule_records(gemm(*size, dtype=dtype))
-    assert [r.name for r in records[1:]] == [f.name for f in families]
-    for record in records[1:]:
+    split = records[-len(families):]
+    assert len(records) > len(families) and [r.name for r in split] == [f.name for f in families]
+    for record in split:
         params = [record.params(c) for c in record.candidates]
         assert params and all(p["block_tile"][0] == -(-m // 64) * 64 and p["split"] in (2, 4, 8, 16)
                               for p in params)
@@ -106,7 +108,23 @@ def test_split_k_is_not_offered_past_few_rows(size, dtype):
     assert names and not {SPLITK_SIMT.name, SPLITK_WGMMA.name, SPLITK_MMA.name} & set(names)
 
 
+@pytest.mark.parametrize("size", [(2000, 3000, 1000), (1000, 1000, 1000), (37, 4096, 4096), (100, 3000, 5000)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_v9_takes_shapes_its_tiles_do_not_divide_with_the_tma_store(size):
+    """Where K and N are multiples of 8, v9 comes first with the candidates of its sweep that store C by TMA (the
+    register epilogue stores whole tiles), ranked as at divisible shapes; v8 padded is the other family."""
+    m, n, _ = size
+    records = rule_records(gemm(*size, dtype="float16"), keep=3)
+    assert [r.name for r in records[:2]] == [V9_TMA_WS.name, V8_WGMMA.name]
+    params = [records[0].params(c) for c in records[0].candidates]
+    assert params and all(p["tma_store"] for p in params)
+    keys = [(-score(m, n, p["block_tile"]), -math.prod(p["block_tile"])) for p in params]
+    assert keys == sorted(keys)
+    assert rule_records(gemm(*size, dtype="float16", out_dtype="float16"), keep=1)[0].name == V9_TMA_WS.name
+
+
 def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():
+    """K = 1500 and N = 3500 halves are rows of 3000 and 7000 bytes, which no TMA tensor map strides."""
     records = rule_records(gemm(2500, 3500, 1500, dtype="float16"), keep=3)
     assert [r.name for r in records] == [V8_WGMMA.name]
     assert all(20 % c.get("raster", 1) == 0 for c in records[0].candidates if c["block_tile"][0] == 128)
@@ -114,7 +132,7 @@ def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():
 
 
 @pytest.mark.parametrize("wl, message", [
-    (gemm(37, 50, 10, dtype="float16", out_dtype="float16"), "v9 takes only shapes its tiles divide"),
+    (gemm(37, 50, 10, dtype="float16", out_dtype="float16"), "v9 takes only K and N that are multiples of 8"),
 ])
 def test_refusals_are_one_line(wl, message):
     with pytest.raises(ValueError, match=message) as err:

@@ -7,11 +7,12 @@ import shutil
 
 import pytest
 import tvm
-from tvm import s_tir
+import tvm_ffi
+from tvm import s_tir, tirx
 
 from tirbench.bench.harness import run_checked
 from tirbench.core.cuda_source import device_source, kernel_only, nvcc_report
-from tirbench.core.machine import cpu_target
+from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.gemm.records import (LADDER, V0_NAIVE, V5_WARP_TILED, V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA,
@@ -281,7 +282,7 @@ def test_v5_ffma_order(columns_outer, second):
      r"consumers=3: .* need 94208 registers, more than an SM's 65536 \(the kernel would hang in setmaxnreg\): "
      "at most 2"),
     ({"block_tile": (128, 512)}, "one wgmma covers at most N=256 columns"),
-    ({"block_tile": (128, 96)}, "block_tile\\[1\\]=96 does not divide n=1024"),
+    ({"block_tile": (128, 96)}, "block_tile\\[1\\]=96 must be a multiple of 64"),
     ({"persistent_ctas": -1}, "persistent_ctas=-1"),
 ])
 def test_v9_bad_parameters_one_line(params, message):
@@ -290,11 +291,20 @@ def test_v9_bad_parameters_one_line(params, message):
     assert "\n" not in str(err.value)
 
 
-def test_v9_refuses_fp32_and_k_not_a_multiple_of_64():
-    with pytest.raises(ValueError, match="takes float16 inputs"):
-        gemm_v9_tma_ws(_sch("float32"))
-    with pytest.raises(ValueError, match="does not divide k=1000"):
-        gemm_v9_tma_ws(s_tir.Schedule(gemm(1024, 1024, 1000, "float16").mod))
+@pytest.mark.parametrize("size, params, message", [
+    ((1024, 1024, 1024, "float32"), {}, "takes float16 inputs"),
+    ((1024, 1024, 1500, "float16"), {}, r"^k=1500: TMA reads A \(m x k\) by rows 3000 bytes apart, and a tensor map's "
+                                        r"row stride must be a multiple of 16 bytes: k must be a multiple of 8$"),
+    ((1024, 1004, 1024, "float16"), {}, r"^n=1004: TMA reads B \(k x n\) by rows 2008 bytes apart"),
+    ((1000, 1024, 1024, "float16"), {"tma_store": False}, "block_tile\\[0\\]=128 does not divide m=1000"),
+    ((1024, 1000, 1024, "float16"), {"tma_store": False}, "block_tile\\[1\\]=256 does not divide n=1000"),
+])
+def test_v9_refuses_fp32_rows_tma_cannot_stride_and_partial_tiles_from_registers(size, params, message):
+    """v9 takes float16, rows of A and B that a tensor map strides (multiples of 16 bytes), and with the register
+    epilogue (it stores whole tiles) only M and N its tiles divide; one line each."""
+    with pytest.raises(ValueError, match=message) as err:
+        gemm_v9_tma_ws(s_tir.Schedule(gemm(*size[:3], size[3]).mod), **params)
+    assert "\n" not in str(err.value)
 
 
 def test_v9_writes_a_half_c_as_cublas_does_and_only_v9_takes_it():
@@ -317,6 +327,45 @@ def test_v9_is_a_tirx_kernel_with_a_tma_map_per_operand():
     kernel = src[src.index('extern "C" __global__'):]
     assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 3   # A, B and C, encoded on the host
     assert "cp.async.cg" not in src   # no per-thread copies: the tiles arrive by TMA
+
+
+def tensor_maps(sch: s_tir.Schedule) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The tensor maps the host code of a TIRx kernel encodes (``tensormap_encode_tiled``), by operand: (global
+    extents, box), innermost dimension first."""
+    mod = tirx.transform.BindTarget(cuda_target().with_host("llvm"))(sch.mod)
+    calls: list[tvm.ir.Call] = []
+    tvm_ffi.structural_map(tvm.tirx.get_tir_pipeline("tirx")[0](mod), (tvm.ir.Call, lambda c: calls.append(c) or c))
+    maps = {}
+    for call in calls:
+        if getattr(call.op, "name", None) == "tirx.tensormap_encode_tiled":
+            rank, args = int(call.attrs.rank), [int(a) for a in call.args[2:]]
+            maps[call.args[0].name[0]] = (tuple(args[:rank]), tuple(args[2 * rank - 1:3 * rank - 1]))
+    return maps
+
+
+@pytest.mark.parametrize("size, out_dtype, params", [
+    ((1000, 1000, 1000), "float32", {}),
+    ((1000, 1000, 1000), "float16", {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0}),
+    ((2000, 3000, 1000), "float32", {"block_tile": (128, 128), "stages": 6}),
+    ((37, 4096, 4096), "float32", {"block_tile": (64, 128), "stages": 4, "consumers": 1, "persistent_ctas": 0}),
+    ((100, 3000, 5000), "float32", {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0}),
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_v9_at_shapes_its_tiles_do_not_divide_leaves_the_edges_to_tma(size, out_dtype, params):
+    """Whole tiles past the edges: the tensor maps carry the true m, n, k (the TMA unit zero-fills the loads beyond
+    them and clips the store), the boxes and the bytes a stage expects are whole tiles, B comes in 64-column panels
+    where n is not a multiple of 64, and nvcc builds it for sm_90a without spills. (TMA cannot run on the CPU: the
+    numbers are for the GPU to check.)"""
+    m, n, k = size
+    sch = V9_TMA_WS.apply(gemm(m, n, k, "float16", out_dtype=out_dtype), params)
+    bm, bn = V9_TMA_WS.params(params)["block_tile"]
+    maps = tensor_maps(sch)
+    assert maps["A"] == ((k, m), (64, bm))
+    assert maps["B"] == (((n, k), (64, 64)) if n % 64 else ((64, k, n // 64), (64, 64, bn // 64)))
+    assert maps["C"][0] == (n, m)
+    src = device_source(sch)
+    assert f"(uint){(bm + bn) * 64 * 2})" in src   # expect_tx: A's and B's whole boxes
+    if shutil.which("nvcc"):
+        assert any("0 bytes spill stores" in line for line in nvcc_report(src))
 
 
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])

@@ -91,7 +91,8 @@ V8_WGMMA = KernelRecord(
     ), needs=("cp_async", "wgmma"))
 #: v9's sweep: the defaults (128x256 with two consumer warpgroups, persistent, the TMA store) and variations of them
 #: for large GEMMs; at 1024^3 smaller tiles, whose 64-128 blocks fill more of an H100's SMs (an exploration on the
-#: H100: 128x64 with 6 stages 0.93x cuBLAS).
+#: H100: 128x64 with 6 stages 0.93x cuBLAS). Where its tiles do not divide the GEMM, the same sweep less the register
+#: epilogue: the TMA unit zero-fills the loads and clips the TMA store past the edges (``gemm.tma_ws``).
 V9_TMA_WS = KernelRecord(
     "v9_tma_ws", gemm_v9_tma_ws,
     {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "tma_store": True}, FP16_GEMM_ANY_C,
@@ -109,9 +110,9 @@ V9_TMA_WS = KernelRecord(
 LADDER: tuple[KernelRecord, ...] = (V0_NAIVE, V1_LOCAL, V2_SHARED, V3_VECTORIZED, V4_PIPELINED, V5_WARP_TILED,
                                     V6_WMMA, V7_MMA_LDMATRIX, V8_WGMMA, V9_TMA_WS)
 
-#: Candidates for shapes the tiles do not divide (the fastest is recorded as ``v5_padded`` / ``v8_padded``): v5's rung
-#: tiling and smaller tiles like those that won at 1024^3; v8 also 256x192 tiles, which spread the cost of an
-#: unaligned row pitch (K = 1000, N = 3000) over more columns (``docs/gemm.md``).
+#: Candidates for shapes the tiles do not divide (the fastest is recorded as ``v5_padded`` / ``v8_padded``; v9 needs
+#: none, its own sweep takes them): v5's rung tiling and smaller tiles like those that won at 1024^3; v8 also 256x192
+#: tiles, which spread the cost of an unaligned row pitch (K = 1000, N = 3000) over more columns (``docs/gemm.md``).
 PADDED: dict[str, tuple[dict[str, Any], ...]] = {
     V5_WARP_TILED.name: (
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 8, "stages": 3},

@@ -6,9 +6,11 @@ candidates ranked by how their blocks fill the GPU's SMs, so that ``bench.choose
 those and keeps the fastest. No tuning: a GEMM is one sweep.
 
 - float32: v5's warp-tiled SIMT kernel (``V5_WARP_TILED``), any M, N, K (padded where a tile does not divide).
-- float16, float32 C: v9's warp-specialized TMA kernel (``V9_TMA_WS``; only where its tiles divide the GEMM) and v8's
-  wgmma (``V8_WGMMA``; any shape, padded).
-- float16, float16 C (cuBLAS's fp16 GEMM): v9 only (the only rung that writes a half C).
+- float16, float32 C: v9's warp-specialized TMA kernel (``V9_TMA_WS``; where its tiles do not divide the GEMM, the
+  candidates with the TMA store, whose TMA unit zero-fills the loads and clips the stores past the edges, where K and
+  N are multiples of 8: rows of A and B a tensor map can stride) and v8's wgmma (``V8_WGMMA``; any shape, padded).
+- float16, float16 C (cuBLAS's fp16 GEMM): v9 only (the only rung that writes a half C), so none where K or N is not
+  a multiple of 8.
 - at most ``SPLITK_ROWS`` rows and a K of ``SPLITK_MIN_K`` or more, also split-K (``FEW_ROWS``: ``SPLITK_SIMT``
   for float32, ``SPLITK_WGMMA`` and ``SPLITK_MMA`` for float16 with a float32 C; ``gemm.splitk``): K in ``split``
   slices computed by ``split`` times as many blocks, then summed. A GEMM of 37 rows has too few block tiles to fill
@@ -177,6 +179,6 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     records = [f.with_candidates(cands) for f in families if (cands := ranked(wl, f, keep))]
     if not records:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes gemm {wl.shape} ({wl.dtype}, "
-                         f"{wl.out_dtype} C): v9 takes only shapes its tiles divide (M by 64 or 128, N by 64-256, K "
-                         f"by 64)")
+                         f"{wl.out_dtype} C): v9 takes only K and N that are multiples of 8 (rows of A and B that a "
+                         f"TMA tensor map can stride, 16 bytes a step)")
     return records

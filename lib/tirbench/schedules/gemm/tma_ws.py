@@ -16,6 +16,12 @@ Hopper kernels do:
 - optionally **persistent**: ``persistent_ctas`` blocks (one per SM) loop over the output tiles, so the producer
   already loads the next tile while the consumers store this one.
 
+The tiles need not divide the GEMM: the TMA unit zero-fills the part of a box past a tensor's edge (the tensor maps
+carry the true m, n, k; the box and the bytes a stage expects stay the whole tile), so K takes any multiple of 8 and,
+with the TMA store, which writes nothing past C's edge, so do M and N (``require_tma_edges``); the register
+epilogue stores whole tiles. A tensor map's row stride is a multiple of 16 bytes: A's and B's rows, k and n halves,
+must be multiples of 8.
+
 The wgmma descriptors and the accumulator layout are v8's (``intrinsics.wgmma``). The module is not scheduled
 from the workload's: the helper reads the shape from it and writes the kernel in TIRx (``T.device_entry``,
 ``T.warpgroup_id``), tagged so that ``core.build`` compiles it with TVM's ``tirx`` pipeline.
@@ -35,11 +41,11 @@ from tirbench.schedules.gemm.warp_specialized import (CONSUMER_REGS, PRODUCER_RE
 from tirbench.schedules.intrinsics import wgmma
 
 def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
-               persistent_ctas: int, n_axis: str = "n", tma_store: bool = False) -> None:
-    """One-line checks: fp16, tiles that divide the problem, one warpgroup of 64 rows per consumer, the warpgroups'
-    register budgets within an SM's (``setmaxnreg.inc`` waits forever for registers that are not there: 4 consumers
-    hung an H100), one wgmma's N, and the ring of stages in shared memory (``n_axis``: what the caller calls the
-    GEMM's n)."""
+               persistent_ctas: int, n_axis: str = "n", tma_store: bool = False, tma_edges: bool = False) -> None:
+    """One-line checks: fp16, tiles that divide the problem (``tma_edges``: v9's GEMM, whose edges the TMA unit
+    handles, ``require_tma_edges`` instead), one warpgroup of 64 rows per consumer, the warpgroups' register budgets
+    within an SM's (``setmaxnreg.inc`` waits forever for registers that are not there: 4 consumers hung an H100), one
+    wgmma's N, and the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n)."""
     if dtype != "float16":
         raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
     bm, bn = block_tile
@@ -54,9 +60,12 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
                          f"thread and the producer's {PRODUCER_REGS} need {regs} registers, more than an SM's "
                          f"{REGISTERS_PER_SM} (the kernel would hang in setmaxnreg): at most "
                          f"{(REGISTERS_PER_SM // 128 - PRODUCER_REGS) // CONSUMER_REGS}")
-    require_divides(m, bm, param="block_tile[0]", axis="m")
-    require_divides(n, bn, param="block_tile[1]", axis=n_axis)
-    require_divides(k, TILE_K, param="the k tile (64)", axis="k")
+    if tma_edges:
+        require_tma_edges(m, n, k, block_tile=block_tile, tma_store=tma_store)
+    else:
+        require_divides(m, bm, param="block_tile[0]", axis="m")
+        require_divides(n, bn, param="block_tile[1]", axis=n_axis)
+        require_divides(k, TILE_K, param="the k tile (64)", axis="k")
     require_multiple(bn, 16, param="block_tile[1]")
     if bn > wgmma.MAX_N:
         raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma.MAX_N} columns")
@@ -68,21 +77,38 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
                          f"(TMA ring{', store staging' if tma_store else ''}), more than {MAX_SHARED_BYTES}")
 
 
+def require_tma_edges(m: int, n: int, k: int, *, block_tile: tuple[int, int], tma_store: bool) -> None:
+    """One-line checks of v9's GEMM where its tiles need not divide it (module docstring): B's tile in whole 64-column
+    panels (128-byte swizzled rows), M and N multiples of the block tile for the register epilogue (it stores whole
+    tiles), and rows of A (k halves) and B (n halves) that a tensor map can stride, multiples of 16 bytes (C's, n
+    floats or halves, then are too)."""
+    bm, bn = block_tile
+    require_multiple(bn, TILE_K, param="block_tile[1]")
+    if not tma_store:
+        require_divides(m, bm, param="block_tile[0]", axis="m")
+        require_divides(n, bn, param="block_tile[1]", axis="n")
+    for axis, extent, operand in (("k", k, "A (m x k)"), ("n", n, "B (k x n)")):
+        if extent % 8:
+            raise ValueError(f"{axis}={extent}: TMA reads {operand} by rows {2 * extent} bytes apart, and a tensor "
+                             f"map's row stride must be a multiple of 16 bytes: {axis} must be a multiple of 8")
+
+
 def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
               persistent_ctas: int, out_dtype: str = "float32", tma_store: bool = False) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
     accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major), composed from ``warp_specialized``'s
     pieces; ``tma_store``: the epilogue stores C through shared memory by TMA (``tma_store_epilogue``), else
-    straight from the registers (``register_epilogue``)."""
+    straight from the registers (``register_epilogue``). Tiles past an edge of the GEMM are whole tiles, their
+    loads zero-filled and their TMA stores clipped by the TMA unit."""
     bm, bn = block_tile
     nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
-    k_tiles, m_tiles = k // TILE_K, m // bm
-    tiles = m_tiles * (n // bn)
+    k_tiles, m_tiles = -(-k // TILE_K), -(-m // bm)
+    tiles = m_tiles * -(-n // bn)
     grid = persistent_ctas or tiles
     rounds = -(-tiles // grid)
     consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
     produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
-                           k_tiles=k_tiles)
+                           k_tiles=k_tiles, b_panels=n % TILE_K != 0)
     store_tma = tma_store_epilogue(bn=bn, out_dtype=out_dtype)
 
     def out(value: tirx.PrimExpr) -> tirx.PrimExpr:
@@ -141,13 +167,13 @@ def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 2
     C is written in the dtype of the module's output: fp32, or fp16 (``gemm(..., out_dtype="float16")``: the
     epilogue rounds the accumulators, half the bytes to store). ``tma_store``: C goes out through shared memory,
     one TMA copy per 128-byte-wide chunk (whole lines, overlapping the next tile), instead of 4- or 8-byte stores
-    from the registers."""
+    from the registers; then M and N need not be multiples of the block tile, nor K ever of 64 (module docstring)."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     func = sch.mod["main"]
     out_dtype = str(func.params[-1].dtype)  # C, the last parameter
     require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
-               persistent_ctas=persistent_ctas, tma_store=tma_store)
+               persistent_ctas=persistent_ctas, tma_store=tma_store, tma_edges=True)
     kernel = v9_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
                        persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store)
     return s_tir.Schedule(IRModule({"main": kernel}))

@@ -178,12 +178,16 @@ def epilogue_done(tid):
         T.ptx.cp.async_.bulk.wait_group(0)
 
 
-def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int):
+def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int,
+                 b_panels: bool = False):
     """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
     ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
     tiles, ``m_tiles`` of them down M) and each of its k tiles, wait until the next stage of the ring is empty, expect
     the bytes of both tiles on its *full* barrier and issue one TMA copy of A's [bm, 64] tile and one of B's [64, bn]
-    tile (A: m x k, B: k x n, row-major global buffers)."""
+    tile (A: m x k, B: k x n, row-major global buffers). A box reaching past a buffer's edge is zero-filled by the TMA
+    unit and still brings its full bytes. ``b_panels``: B's tile in one copy per 64-column panel, for an n that is
+    not a multiple of 64 (TVM plans the one copy of a wider tile as a view of B in 64-column panels, which needs
+    that)."""
     bm, bn = block_tile
     rounds = -(-tiles // grid)
     a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
@@ -202,9 +206,16 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
                     Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm,
                                                   kt * TILE_K:kt * TILE_K + TILE_K],
                                   dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
-                    Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
-                                                  tile // m_tiles * bn:tile // m_tiles * bn + bn],
-                                  dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                    if b_panels:
+                        for p in T.unroll(bn // TILE_K):
+                            col: T.let = tile // m_tiles * bn + p * TILE_K
+                            Tx.copy_async(B_s[s, :, p * TILE_K:p * TILE_K + TILE_K],
+                                          B[kt * TILE_K:kt * TILE_K + TILE_K, col:col + TILE_K],
+                                          dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                    else:
+                        Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
+                                                      tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                                      dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
 
     return produce
 
