@@ -14,6 +14,8 @@ from tirbench.schedules.gemm.records import (
     V5_WARP_TILED,
     V8_WGMMA,
     V9_TMA_WS,
+    WAVE_TILES,
+    divisible_shape,
 )
 from tirbench.schedules.gemm.rules import (
     SPLITK_MIN_K,
@@ -56,6 +58,17 @@ def test_bigger_tiles_win_where_every_tile_fills_the_waves():
     (v5,) = rule_records(gemm(4096, 4096, 4096))
     assert _tiles(v5)[0] == (128, 256)
 
+
+
+def test_v5_tiles_of_192_fill_the_last_wave_that_powers_of_two_leave_a_tenth_full():
+    """2500 x 3500 fp32: 560 tiles of 128 x 128 are 4.2 waves of 132 SMs, 392 of 192 x 128 are 2.97; the rules rank
+    the 192 tiles first, and notebook 03's padded sweep (``PADDED``, ``divisible_shape``) does not see them."""
+    assert waves(2500, 3500, (192, 128)) == pytest.approx(392 / 132)
+    (v5,) = rule_records(gemm(2500, 3500, 1500))
+    assert set(_tiles(v5)[:2]) == {(192, 128), (128, 192)}
+    assert score(2500, 3500, (192, 128)) > score(2500, 3500, (128, 128))
+    assert {tuple(c["block_tile"]) for c in WAVE_TILES[V5_WARP_TILED.name]} <= set(_tiles(v5))
+    assert divisible_shape((2000, 3000, 1000)) == (2048, 3072, 1024)
 
 @pytest.mark.parametrize("size, dtype", [
     ((37, 4096, 4096), "float32"), ((37, 4096, 4096), "float16"), ((100, 3000, 5000), "float32"),

@@ -129,10 +129,23 @@ PADDED: dict[str, tuple[dict[str, Any], ...]] = {
 }
 
 
+#: Tiles the GEMM rules add for v5 (``gemm.rules``; notebook 03's padded sweep keeps ``PADDED``'s): 96 and 192 rows or
+#: columns (k tiles of 24, so that 384 or 192 threads copy whole 4-float vectors), whose block counts fill the last
+#: wave of the SMs where powers of two leave it a tenth full (2500 x 3500: 560 tiles of 128 x 128 are 4.2 waves of
+#: 132 SMs, 392 of 192 x 128 are 2.97).
+WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
+    V5_WARP_TILED.name: (
+        {"block_tile": (192, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
+        {"block_tile": (128, 192), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
+        {"block_tile": (96, 128), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
+        {"block_tile": (128, 96), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
+    ),
+}
+
 #: Candidates for GEMMs of few rows (the GEMM rules offer them beside the others; ``gemm.rules``): 64-row tiles
 #: narrow enough that a GEMM of 64 rows still has a block for every SM (at M = 37, N = 4096: 128 blocks of 64 x 32
 #: where 64 x 64 tiles give 64 and leave half of an H100's SMs idle; v8's B tile stays 64 halves wide, the 128-byte
-#: row its swizzled layout needs). Not yet measured on a GPU.
+#: row its swizzled layout needs). Measured in ``tools/gpu-checks/gemm_rules.py``.
 NARROW: dict[str, tuple[dict[str, Any], ...]] = {
     V5_WARP_TILED.name: (
         {"block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4},
@@ -153,10 +166,10 @@ def with_splits(*tiles: dict[str, Any]) -> tuple[dict[str, Any], ...]:
 
 #: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows):
 #: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
-#: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through v5's
-#: nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64), float16 through v8's wgmma (with the overlap of
-#: ``NARROW``'s and ``PADDED``'s tiles) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each). Not yet
-#: measured on a GPU.
+#: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through
+#: v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128), float16 through v8's wgmma (with the
+#: overlap of ``NARROW``'s and ``PADDED``'s tiles) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
+#: measured in ``tools/gpu-checks/gemm_rules.py`` (results/kernel/gemm_rules.csv).
 SPLITK_SIMT = KernelRecord(
     "splitk_simt", gemm_splitk_simt,
     {"split": 4, "block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4,
@@ -165,6 +178,7 @@ SPLITK_SIMT = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 32), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8)},
     ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(
     "splitk_wgmma", gemm_splitk_wgmma,

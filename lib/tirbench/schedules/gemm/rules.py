@@ -16,18 +16,19 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
   slices computed by ``split`` times as many blocks, then summed. A GEMM of 37 rows has too few block tiles to fill
   the SMs however narrow they are; its slices do.
 
-The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``) and
-the narrow tiles for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score
-(``score``) is its wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()`` SMs, one block
-per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time,
-times the share of each tile that is not padding; times the tile's reuse (``reuse``: the multiply-adds per value it
-loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so that a 64 x 32 tile whose last wave is
-a little fuller does not beat a 128 x 256 one at 4096^3. A split-K candidate's blocks are its tiles times its
-``split``. The best score first (to two decimals), then the larger tile, then the fewer slices (less partial-sum
-traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep:
-several times slower) is left out. v7 (``mma.sync``) is offered only where the build's architecture builds none of
-``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on Blackwell): v8 and v9 beat it on Hopper at every size
-notebook 03 records (split-K offers v7's nest beside v8's for its float16 partial GEMM, to be measured).
+The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``), v5's
+tiles of 96 and 192 (``WAVE_TILES``) and the narrow tiles for few rows (``NARROW``), less the tiles taller than the
+GEMM (``fits_rows``). A candidate's score (``score``) is its wave fill (``wave_fill``): with ``blocks`` block tiles
+on the GPU's ``sm_count()`` SMs, one block per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful
+work ``blocks / (waves * SMs)`` of the time, times the share of each tile that is not padding; times the tile's
+reuse (``reuse``: the multiply-adds per value it loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at
+most 1), so that a 64 x 32 tile whose last wave is a little fuller does not beat a 128 x 256 one at 4096^3. A
+split-K candidate's blocks are its tiles times its ``split``. The best score first (to two decimals), then the
+larger tile, then the fewer slices (less partial-sum traffic); a family keeps its ``KEEP`` best that schedule the
+GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
+only where the build's architecture builds none of ``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on
+Blackwell): v8 and v9 beat it on Hopper at every size notebook 03 records (split-K offers v7's nest beside v8's for
+its float16 partial GEMM).
 
 Only the families the build's architecture has the features of (``KernelRecord.needs``) are offered, each one
 skipped said in one line the first time (``record.offered``: ``v9_tma_ws: needs tma (sm_90+); this build is
@@ -51,6 +52,7 @@ from tirbench.schedules.gemm.records import (
     V7_MMA_LDMATRIX,
     V8_WGMMA,
     V9_TMA_WS,
+    WAVE_TILES,
     fits_rows,
 )
 from tirbench.workloads.base import Workload
@@ -59,7 +61,7 @@ from tirbench.workloads.base import Workload
 #: (``schedules.conv.rules``, a floor above this one); read here only through ``sm_count()``.
 SMS = current_gpu().sm_count
 #: Candidates kept per family (the chooser builds, verifies and times them all).
-KEEP = 5
+KEEP = 8
 #: The block tile whose reuse the model counts as enough: past its ``bm*bn / (bm+bn)`` a block is taken to be
 #: compute-bound (an assumption of the model, not a measurement; the chooser times the candidates).
 FULL_REUSE = (128, 128)
@@ -134,10 +136,12 @@ def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mappin
 
 
 def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
-    """``record``'s sweep, its ``PADDED`` and ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``),
-    once each, less those taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma tiles."""
+    """``record``'s sweep, its ``PADDED``, ``WAVE_TILES`` and ``NARROW`` tiles, each with a ``raster`` that fits
+    (``with_raster``), once each, less those taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma
+    tiles."""
     pool: list[Mapping[str, Any]] = []
-    for cand in (*record.candidates, *PADDED.get(record.name, ()), *NARROW.get(record.name, ())):
+    for cand in (*record.candidates, *PADDED.get(record.name, ()), *WAVE_TILES.get(record.name, ()),
+                 *NARROW.get(record.name, ())):
         cand = with_raster(record, cand, m)
         if cand not in pool and fits_rows(record, dict(cand), m) and cand.get("layout") != "interleaved":
             pool.append(cand)
