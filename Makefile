@@ -7,6 +7,9 @@
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
 #                and one server per GPU (CUDA_VISIBLE_DEVICES), stopped afterwards, also on Ctrl-C;
 #                CLUSTER="--port 9190 --key h100 --min-servers 4" passes options to tirbench.tuning.rpc.cluster
+# make tune-network TRIALS=32   tune notebook 08's 23 fp32 layers (space `rules`), one task per layer on every GPU of
+#                this host (Dask: a scheduler and one worker per GPU, stopped afterwards; the same command resumes);
+#                SPREAD="--gpus 2" or SPREAD="--scheduler tcp://HOST:8786" passes options to tirbench.tuning.spread
 # Python: by default the project's .venv, created on first use from requirements.txt (plus requirements-gpu.txt where
 # nvidia-smi sees a GPU). PY=python3 (any interpreter), or VENV=0 (python3), uses the environment that is already
 # active (a container, conda, a cluster module) as it is: nothing is installed into it but this project
@@ -39,10 +42,13 @@ TEST_WORKERS ?= 2
 # Options of tirbench.tuning.rpc.cluster (before its `tune` command) and the tuning CLI's arguments.
 CLUSTER ?=
 TUNE ?=
+# Options of tirbench.tuning.spread and the trial budget per layer of `make tune-network`.
+SPREAD ?=
+TRIALS ?= 32
 # Where `make tuning-databases` puts the full tuning databases.
 DEST ?= build/tuning-databases
 
-.PHONY: run-all test lab readme clean-cpu-run tune-rpc active-env tuning-databases
+.PHONY: run-all test lab readme clean-cpu-run tune-rpc tune-network active-env tuning-databases
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 # Exit status 2 (a bad command line: one line, nothing run): the README is left as it is.
 run-all: $(SETUP)
@@ -62,6 +68,9 @@ lab: $(SETUP)
 
 tune-rpc: $(SETUP)
 	$(PY) -m tirbench.tuning.rpc.cluster $(CLUSTER) tune $(TUNE)
+
+tune-network: $(SETUP)
+	$(PY) -m tirbench.tuning.spread $(SPREAD) resnet50 --trials $(TRIALS)
 
 tuning-databases: $(SETUP)
 	$(PY) -m tirbench.tuning.archive unpack $(DEST)

@@ -20,6 +20,7 @@ keeps the source and the loading process compiles it: ``docs/tuning.md``.)
 from __future__ import annotations
 
 import functools
+import os
 from typing import Callable
 
 import tvm
@@ -38,6 +39,8 @@ from tirbench.workloads.base import Workload
 #: Candidates a builder worker builds before it is replaced (``LocalBuilder`` replaces its pool every batch because
 #: of a memory leak in long-lived workers; a worker here lives this long).
 MAX_BUILDS_PER_WORKER = 256
+#: The environment variable that sets the builder's worker processes (``build_workers``).
+BUILD_WORKERS_ENV = "TIRBENCH_BUILD_WORKERS"
 
 BuildFn = Callable[[tvm.IRModule, tvm.target.Target, object], tvm.runtime.Module]
 
@@ -107,7 +110,15 @@ def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str 
     if setup == "stock":
         f_build = functools.partial(build_candidate, spec.as_built, config) if config or spec.as_built else \
             _stock_build
-        return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build),
+        return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build), max_workers=build_workers(),
                                        f_export=functools.partial(export_hashed, timed("export", _stock_export)),
                                        initializer=initializer)
-    return PersistentBuilder(functools.partial(build_candidate, spec.as_built, config), initializer=initializer)
+    return PersistentBuilder(functools.partial(build_candidate, spec.as_built, config), initializer=initializer,
+                             max_workers=build_workers())
+
+
+def build_workers() -> int | None:
+    """The builder's worker processes: ``TIRBENCH_BUILD_WORKERS`` where set (``tuning.spread`` gives each GPU's task
+    its share of the host's cores), else None (one per logical core)."""
+    value = os.environ.get(BUILD_WORKERS_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else None

@@ -20,11 +20,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
-from tirbench.core.errors import OneLineError
+from tirbench.tuning.processes import Children, ClusterError, raise_interrupt
 from tirbench.tuning.rpc import tracker
 
 DEFAULT_PORT = 9190
@@ -33,16 +31,10 @@ DEFAULT_KEY = "tirbench"
 REGISTER_TIMEOUT_S = 120
 #: Seconds a tuning run is given to stop after Ctrl-C / SIGTERM before it is killed (its database survives a kill).
 STOP_TUNING_S = 30
-#: Seconds a child is given to stop after SIGTERM before SIGKILL.
-STOP_CHILD_S = 5
 #: Server i tries the ports from ``SERVER_PORT + i * SERVER_PORTS`` on, ``SERVER_PORTS`` of them (8 servers stay below
 #: ``DEFAULT_PORT``, the tracker's): servers started together with one range race (TVM's server sets SO_REUSEADDR, so
 #: two may bind one port; the second ``listen`` fails with "Address already in use").
 SERVER_PORT, SERVER_PORTS = 9090, 10
-
-
-class ClusterError(OneLineError):
-    """The tracker or a server could not be started."""
 
 
 def visible_gpus() -> list[str]:
@@ -67,40 +59,22 @@ def require_free_port(host: str, port: int) -> None:
                                "another with --port") from None
 
 
-class Cluster:
+class Cluster(Children):
     """A tracker on ``port`` and ``servers`` RPC servers registered under ``key`` (one per entry of ``devices``, each
-    seeing only that GPU; ``devices=None``: CPU servers). ``with Cluster(...) as c:`` starts and stops them."""
+    seeing only that GPU; ``devices=None``: CPU servers). ``with Cluster(...) as c:`` starts and stops them
+    (``processes.Children``: logs under ``log_dir``)."""
 
     def __init__(self, *, port: int, key: str, devices: list[str] | None, servers: int, host: str = "0.0.0.0",
                  log_dir: Path, min_servers: int | None = None):
-        self.port, self.key, self.host, self.log_dir = port, key, host, Path(log_dir)
+        super().__init__(log_dir)
+        self.port, self.key, self.host = port, key, host
         self.devices = devices if devices is not None else [""] * servers
         self.min_servers = min_servers or len(self.devices)
-        self.procs: dict[str, subprocess.Popen] = {}
 
     @property
     def address(self) -> tracker.RPCAddress:
         """What a tuning run on this host passes as ``--rpc``."""
         return tracker.RPCAddress("127.0.0.1", self.port, self.key)
-
-    def _spawn(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with (self.log_dir / f"{name}.log").open("w") as log:
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-        self.procs[name] = proc
-        return proc
-
-    def _wait(self, what: str, ready: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            dead = [(name, p.returncode) for name, p in self.procs.items() if p.poll() is not None]
-            if dead:
-                raise ClusterError(f"the {dead[0][0]} exited with status {dead[0][1]} while waiting for {what} "
-                                   f"(see {self.log_dir / dead[0][0]}.log)")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"no {what} after {timeout:.0f} s (logs: {self.log_dir})")
-            time.sleep(0.2)
 
     def _registered(self) -> int:
         try:
@@ -112,60 +86,17 @@ class Cluster:
         """Start the tracker, then the servers; return once the tracker lists ``min_servers`` under the key."""
         require_free_port(self.host, self.port)
         env = {k: v for k, v in os.environ.items() if k != "TIRBENCH_PHASE_LOG"}
-        self._spawn("tracker", [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", self.host, "--port",
-                                str(self.port), "--port-end", str(self.port + 1), "--silent"], env)
-        self._wait("tracker", lambda: self._registered() >= 0, timeout=60)
+        self.spawn("tracker", [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", self.host, "--port",
+                               str(self.port), "--port-end", str(self.port + 1), "--silent"], env)
+        self.wait_for("tracker", lambda: self._registered() >= 0, timeout=60)
         for i, device in enumerate(self.devices):
             first = SERVER_PORT + i * SERVER_PORTS
-            self._spawn(f"server-{i}", [sys.executable, "-m", "tirbench.tuning.rpc.server", "--tracker",
-                                        f"127.0.0.1:{self.port}", "--key", self.key, "--host", self.host,
-                                        "--port", str(first), "--port-end", str(first + SERVER_PORTS)],
-                        {**env, "CUDA_VISIBLE_DEVICES": device})
-        self._wait(f"{self.min_servers} servers registered under {self.key!r}",
-                   lambda: self._registered() >= self.min_servers, timeout=REGISTER_TIMEOUT_S)
-
-    def stop(self) -> None:
-        """SIGTERM each child's process group (servers first), SIGKILL what is left after ``STOP_CHILD_S``; returns
-        once no process of those groups is left."""
-        procs = list(reversed(self.procs.values()))
-        for proc in procs:
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_CHILD_S
-        for proc in procs:
-            try:
-                proc.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                pass
-            _signal_group(proc, signal.SIGKILL)  # also what the child started and left behind
-            proc.wait()
-        deadline = time.monotonic() + STOP_CHILD_S
-        while any(_signal_group(proc, 0) for proc in procs) and time.monotonic() < deadline:
-            time.sleep(0.05)  # killed grandchildren: gone once reaped
-        self.procs = {}
-
-    def __enter__(self) -> "Cluster":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
-    """Send ``sig`` to the child's process group; False if no process of it is left."""
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+            self.spawn(f"server-{i}", [sys.executable, "-m", "tirbench.tuning.rpc.server", "--tracker",
+                                       f"127.0.0.1:{self.port}", "--key", self.key, "--host", self.host,
+                                       "--port", str(first), "--port-end", str(first + SERVER_PORTS)],
+                       {**env, "CUDA_VISIBLE_DEVICES": device})
+        self.wait_for(f"{self.min_servers} servers registered under {self.key!r}",
+                      lambda: self._registered() >= self.min_servers, timeout=REGISTER_TIMEOUT_S)
 
 
 def _tune(cluster: Cluster, tuning_args: list[str], llvm: bool) -> int:
@@ -219,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     # shell starts so) would otherwise ignore Ctrl-C / `kill -INT` and never stop; its children then start with
     # Python's default SIGINT handling too (exec resets a handled signal, not an ignored one).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     if a.llvm and not a.servers:
         p.error("--llvm needs --servers N")
     devices = None if a.llvm else visible_gpus()[:a.servers]
