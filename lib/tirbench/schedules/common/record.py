@@ -97,6 +97,17 @@ def offered(records: Iterable[KernelRecord], arch: str | None = None) -> list[Ke
     return taken
 
 
+def first_offered(*groups: Iterable[KernelRecord], arch: str | None = None) -> list[KernelRecord]:
+    """``offered``'s records of the first of ``groups`` that ``arch`` (default: the build's) builds any of (a
+    fallback family, such as Turing's wmma convolution, comes after the families it stands in for); [] where none
+    does. Each group tried is ``offered``: its skipped families said in one line each."""
+    for group in groups:
+        taken = offered(group, arch)
+        if taken:
+            return taken
+    return []
+
+
 def has_block(wl: Workload, name: str) -> bool:
     """Whether ``wl``'s module has a block called ``name``."""
     try:

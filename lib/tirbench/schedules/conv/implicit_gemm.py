@@ -38,7 +38,7 @@ from tirbench.core import lowering
 from tirbench.schedules.common.checks import require_divides, require_positive_int
 from tirbench.schedules.common.tiling import WARP, Warps, has_block, split_threads
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.gemm.tensorcore import gemm_v7_mma
+from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 
 #: Halves per 16-byte copy.
@@ -194,4 +194,16 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
+    return finish_implicit_gemm(sch, warps=warps)
+
+
+def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
+                     warp_tile: tuple[int, int] = (64, 32), tile_k: int = 32,
+                     channel_block: int | None = None) -> s_tir.Schedule:
+    """The implicit GEMM on wmma 16x16x16 fragments: ``gemm_v6_wmma`` on the reindexed convolution (synchronous
+    copies through registers, no cp.async: the Turing (sm_75) family). Any input channels C, as ``conv2d_nhwc_mma``."""
+    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, tile_k, channel_block))
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_epilogue(block_tile, warps)
+    gemm_v6_wmma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
     return finish_implicit_gemm(sch, warps=warps)

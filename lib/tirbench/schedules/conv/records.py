@@ -7,7 +7,7 @@ from __future__ import annotations
 from tirbench.schedules.common.record import KernelRecord, takes
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
-from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma
+from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
 from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws
 from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_nhwc_implicit_gemm
@@ -129,6 +129,18 @@ NHWC_1X1_TMA = KernelRecord(
         {"block_tile": (64, 128), "stages": 8, "consumers": 1, "persistent_ctas": 0},
     ), needs=("mbarrier", "tma", "setmaxnreg", "wgmma"))
 TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS, NHWC_1X1_TMA)
+#: ... and on wmma fragments with synchronous copies (v6's nest): Turing's (sm_75) family, offered only where none of
+#: ``TENSOR_CORE`` builds (``record.first_offered``). Blocks of at most 128 x 64: the fp32 C tile in shared memory
+#: (bm x (bn + 8) floats) stays within the 48 KB a block gets without opting in.
+NHWC_WMMA = KernelRecord(
+    "nhwc_wmma", conv2d_nhwc_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32}, FP16_NHWC,
+    candidates=(
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32},
+        {"block_tile": (64, 128), "warp_tile": (32, 64), "tile_k": 32},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32},
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32},
+    ), needs=("wmma",))
+TENSOR_CORE_TURING: tuple[KernelRecord, ...] = (NHWC_WMMA,)
 
 INT8_NCHW32 = takes("epilogue", ("int8",), ("NCHW32",))
 #: int8 on wgmma: 128-byte swizzled k tiles where the channels allow (128x256 tiles: N = 256 per wgmma), the

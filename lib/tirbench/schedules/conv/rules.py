@@ -17,7 +17,7 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
 - float16 NHWC: the implicit GEMM on wgmma, warp-specialized with TMA filter tiles, and on mma.sync
   (``NHWC_WGMMA``, ``NHWC_TMA_WS``, ``NHWC_MMA``), and for 1x1 layers of stride 1 v9's GEMM with both tiles by TMA
   (``NHWC_1X1_TMA``): tiles ranked by how evenly their blocks fill the last wave and how little of them is
-  padding.
+  padding. Where none of them builds (Turing, sm_75): on wmma fragments (``NHWC_WMMA``).
 - int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``); where the channels
   fill whole 128-channel k tiles, also the layer with its filter stored (K, R, S, C) (``int8_forms``) on the
   warp-specialized kernel, both tiles' loads off the consumers and the filter's by TMA (``INT8_TMA_WS``); where it
@@ -38,10 +38,10 @@ from tvm import s_tir
 
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
-from tirbench.schedules.common.record import KernelRecord, for_arch, offered
+from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM,
                                              NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA,
-                                             WINOGRAD)
+                                             TENSOR_CORE_TURING, WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d import output_size
@@ -193,13 +193,14 @@ def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *, view: 
     return tuple(taken)
 
 
-def built_here(wl: Workload, families: tuple[KernelRecord, ...]) -> list[KernelRecord]:
-    """The ``families`` the build's architecture builds (``offered``: each one skipped said once); a one-line
-    ArchError naming the layer and the last family's missing feature where none is left."""
-    taken = offered(families)
+def built_here(wl: Workload, *groups: tuple[KernelRecord, ...]) -> list[KernelRecord]:
+    """The families of the first of ``groups`` that the build's architecture builds any of (``first_offered``: a
+    fallback group, Turing's, after the families it stands in for; each one skipped said once); a one-line ArchError
+    naming the layer and the last family's missing feature where none is left."""
+    taken = first_offered(*groups)
     if not taken:
         raise ArchError(f"no conv family builds {wl.name} {wl.dtype} {wl.layout or ''} here: "
-                        f"{for_arch(families)[1][-1]}")
+                        f"{for_arch(groups[-1])[1][-1]}")
     return taken
 
 
@@ -221,18 +222,31 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "HWCN":
         return built_here(wl, (HWCN_HOPPER,))
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
-        families = (NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA)
+        groups = ((NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA), TENSOR_CORE_TURING)
     elif wl.dtype == "int8" and wl.layout == "NCHW32":
-        families = {"KRSC": (INT8_TMA_WS,), "KRS8C4": (INT8_MMA,)}.get(filter_layout_of(wl.mod), (INT8_WGMMA, INT8_MMA))
+        groups = ({"KRSC": (INT8_TMA_WS,), "KRS8C4": (INT8_MMA,)}.get(filter_layout_of(wl.mod),
+                                                                        (INT8_WGMMA, INT8_MMA)),)
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
                          f"NCHW, NHWC or HWCN, float16 NHWC, and conv2d_int8")
-    families = tuple(built_here(wl, families))
+    families = tuple(built_here(wl, *groups))
     records = [f.with_candidates(cands) for f in families if (cands := ranked_tiles(wl, f, keep))]
     if not records:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes {wl.name} {wl.shape}: "
                          f"{refusal(lambda: families[-1].apply(wl))}")
     return records
+
+
+def refused_here(wl: Workload) -> str | None:
+    """The one line ``rule_records`` refuses ``wl`` with where the build's architecture has no family for it (an
+    ArchError: int8 on Turing); None where one builds (whatever it says of the layer's shape)."""
+    try:
+        rule_records(wl, keep=1)
+    except ArchError as err:
+        return str(err)
+    except ValueError:
+        return None
+    return None
 
 
 def winograd_forms(wl: Workload) -> list[Workload]:
