@@ -8,8 +8,9 @@ import pytest
 
 from tirbench.bench.harness import output_error
 from tirbench.core.build import build
-from tirbench.core.machine import cpu_target
+from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.tuning.builders import make_builder
+from tirbench.tuning.database import tuned_arch
 from tirbench.tuning.history import trials_done
 from tirbench.tuning.replay import Replay, replay
 from tirbench.tuning.runners import make_local_runner
@@ -71,3 +72,18 @@ def test_a_tuned_winograd_module_replays_and_matches_the_reference(tmp_path, cap
                                             "results/tuning/conv2d_winograd/float32_NCHW_1x4x6x6x4x2\n")
     error = output_error(wl, build(r.schedule, cpu_target()), target=cpu_target())
     assert 0 < error["max_abs"] < error["atol"] == wl.tolerance["atol"]
+
+
+def test_a_database_tuned_for_another_arch_or_a_space_the_arch_lacks_is_not_replayed(capsys):
+    """The recorded databases were tuned for the Hopper build: a build for sm_80 replays none of them (a schedule tuned
+    for one architecture is neither valid nor fast on another), and none of a space it lacks a feature of."""
+    root = Path(__file__).resolve().parents[1]
+    big = gemm(1024, 1024, 1024)
+    hopper = tuned_arch(work_dir_for(root, big))
+    assert hopper == cuda_target().attrs["arch"]   # the default build's
+    assert replay(big, "default", variant="ms", root=root, target=cuda_target("sm_80")) is None
+    assert replay(gemm(4096, 4096, 4096, dtype="float16"), "wgmma", variant="ms", root=root,
+                  target=cuda_target("sm_80")) is None
+    assert capsys.readouterr().out.splitlines() == [
+        f"ms 1024x1024x1024: not replayed (tuned for {hopper}; this build is sm_80)",
+        "ms 4096x4096x4096: not replayed (space='wgmma': needs wgmma (sm_90a); this build is sm_80)"]

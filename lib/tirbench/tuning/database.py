@@ -60,6 +60,13 @@ def record_lines(work_dir: Path) -> list[str]:
     return json_lines(work_dir / RECORD_FILE)
 
 
+def tuned_arch(work_dir: Path) -> str | None:
+    """The architecture the database's first record was tuned for (its target's ``arch``: "sm_80"); None for an
+    empty database."""
+    lines = record_lines(work_dir)
+    return str(json.loads(lines[0])[1][2].get("arch")) if lines else None
+
+
 def run_seconds(line: str) -> float | None:
     """A record's mean measured run time in seconds; None for a trial that failed to build or run."""
     secs = [float(s) for s in json.loads(line)[1][1] or []]

@@ -23,9 +23,10 @@ from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 
 from tirbench.bench.harness import Measurement, verify_then_time
+from tirbench.core.gpu import ArchError
 from tirbench.core.machine import has_cuda_gpu
 from tirbench.tuning.archive import archived_database, is_trimmed
-from tirbench.tuning.database import best_schedule, open_database
+from tirbench.tuning.database import best_schedule, open_database, tuned_arch
 from tirbench.tuning.history import trials_done, tuner_vs_harness
 from tirbench.tuning.seeds import is_seed
 from tirbench.tuning.spaces import DesignSpace, as_space
@@ -66,19 +67,42 @@ def _measure(workload: Workload, space: DesignSpace, sch: s_tir.Schedule, *, var
     return dataclasses.replace(m, tuned_best=tuned_best)
 
 
+def _arch_refusal(space: DesignSpace, work_dir: Path, target: tvm.target.Target) -> str | None:
+    """Why a CUDA ``target``'s architecture cannot replay (or tune) ``space``'s database in ``work_dir``: it lacks a
+    feature the space ``needs``, or the database was tuned for another architecture (a schedule tuned for one is
+    neither valid nor fast on another); None where it can, and for another target kind."""
+    arch = str(target.attrs["arch"]) if target.kind.name == "cuda" and "arch" in target.attrs else None
+    if arch is None:
+        return None
+    try:
+        space.require_arch(arch)
+    except ArchError as err:
+        return str(err)
+    tuned = tuned_arch(work_dir)
+    if tuned is not None and tuned != arch:
+        return f"tuned for {tuned}; this build is {arch}"
+    return None
+
+
 def replay(workload: Workload, space: DesignSpace | str, *, variant: str, root: Path, target: tvm.target.Target,
            repeats: int = 100, seed: int = 0, trials: int = 0, tune_now: bool = False) -> Replay | None:
     """Replay ``workload``'s database in ``space`` (``work_dir_for(root, ...)``), with ``tune_now`` on a CUDA GPU
-    tuned up to ``trials`` first. None, and one line, where the database has no trial yet; otherwise one line (best
+    tuned up to ``trials`` first. None, and one line, where ``target``'s architecture cannot (``_arch_refusal``: the
+    space needs a feature it lacks, or the database was tuned for another) or the database has no trial yet;
+    otherwise one line (best
     of how many trials, from where; in a space with seeds, whether that best is a seed's kernel) and, on a CUDA GPU
     (``target`` a CUDA one), the best schedule verified then timed as ``variant`` (provider "metaschedule", the
     space's pass config, ``tuned_best`` set) beside what the tuner recorded for it."""
     space = as_space(space)
     work_dir = work_dir_for(root, workload, space)
     gpu = _gpu(target)
+    where = f"{variant} {workload.shape}"
+    refused = _arch_refusal(space, work_dir, target)
+    if refused is not None:
+        print(f"{where}: not replayed ({refused})")
+        return None
     if tune_now and gpu:
         tune(workload, work_dir, trials=trials, space=space)
-    where = f"{variant} {workload.shape}"
     done = trials_done(work_dir)
     if done == 0:
         print(f"{where}: no tuning database yet ({work_dir.relative_to(root)})")
