@@ -13,6 +13,7 @@ from tirbench.bench.choose import Choice, Choices, choose_all, families_offered,
 from tirbench.bench.harness import Measurement, Timing
 from tirbench.bench.sweep import SweepResult, Trial
 from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.core.gpu import arch_for
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import WINOGRAD
 from tirbench.schedules.conv.rules import SMS, GemmView, gemm_view, rule_records, splitk_candidates, winograd_forms
@@ -118,6 +119,25 @@ def test_choices_round_trip_and_replay_only_what_the_rules_offer(tmp_path):
     assert offered(wl, back)[1].candidates == (back.params,)
     assert offered(wl, Choice(record.name, {**back.params, "split": 3}, 1.0)) is None   # no longer offered
     assert Choices(tmp_path / "none.csv").recorded(wl) is None
+
+
+def test_choices_are_kept_per_arch_and_rows_from_before_the_arch_column_read_as_the_hopper_build(tmp_path):
+    """A build for sm_80 neither replays nor overwrites the recorded Hopper choices (results/08_resnet50/choices.csv
+    predates the column: its H100/H200 rows read as those GPUs' own architecture)."""
+    wl = conv2d(1, 512, 7, 7, 512, 3, 3, 1, 1)
+    path = tmp_path / "choices.csv"
+    hopper = arch_for("9.0")   # what every H100/H200 row was built for
+    path.write_text("dtype,layout,shape,kernel,params,rules_s,gpu,families\n"
+                    f"float32,NCHW,{wl.shape},nchw_splitk,\"{{'split': 16}}\",2.0,NVIDIA H200,\n")
+    assert Choices(path, arch=hopper).recorded(wl).kernel == "nchw_splitk"
+    ampere = Choices(path, arch="sm_80")
+    assert ampere.recorded(wl) is None
+    ampere.remember(wl, Choice("nchw_gemm", {"block_tile": (64, 64)}, 1.0), "NVIDIA A100-SXM4-80GB")
+    ampere.write(path)
+    assert Choices(path, arch="sm_80").recorded(wl).kernel == "nchw_gemm"
+    assert Choices(path, arch=hopper).recorded(wl).kernel == "nchw_splitk"
+    assert sorted(row["arch"] for row in Choices(path, arch="sm_80").rows.values()) == sorted(["sm_80", hopper])
+    assert path.read_text().splitlines()[0].endswith(",arch")
 
 
 def test_the_split_k_candidates_of_the_3x3_layer_at_56_do_not_spill():

@@ -1,7 +1,8 @@
 """The conv and GEMM rules, run: ``choose(wl)`` sweeps the candidates the rules give a layer or a GEMM
 (``rule_forms``: ``conv.rules``, ``gemm.rules``) and keeps the fastest verified one (``sweep_forms`` keeps every
-trial); ``Choices`` records what was chosen (``choices.csv`` beside the notebook's results) so that a later run
-replays one build per layer instead of the whole sweep (all layers' builds side by side: ``choose_all``).
+trial); ``Choices`` records what was chosen (``choices.csv`` beside the notebook's results, per architecture) so
+that a later run for the same architecture replays one build per layer instead of the whole sweep (all layers' builds
+side by side: ``choose_all``).
 
 A recorded choice is replayed only while the rules still offer it (same family, same parameters); otherwise the
 layer is chosen again, live. A choice also records what the rules offered when it was made (``families``: each
@@ -30,8 +31,10 @@ import tvm
 import tvm_ffi
 
 from tirbench.bench.harness import Measurement, verify_then_time
+from tirbench.bench.results import build_arch
 from tirbench.bench.sweep import SweepError, SweepResult, build_by_config, one_line, sweep_all
 from tirbench.core.atomic import write_atomic
+from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.record import KernelRecord
 from tirbench.schedules.conv.records import WINOGRAD
 from tirbench.schedules.conv.rules import int8_forms, rule_records, winograd_forms, winograd_tiles
@@ -39,8 +42,11 @@ from tirbench.schedules.gemm import rules as gemm_rules
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d_int8 import filter_layout_of
 
-#: The columns of ``choices.csv``.
-FIELDS = ("dtype", "layout", "shape", "kernel", "params", "rules_s", "gpu", "families")
+#: The columns of ``choices.csv``: ``arch`` is the architecture the chosen kernel was built for (a row recorded before
+#: the column reads as its GPU's: ``results.build_arch``).
+FIELDS = ("dtype", "layout", "shape", "kernel", "params", "rules_s", "gpu", "families", "arch")
+#: The compute capability of the GPUs whose rows predate the ``arch`` column (``results.BEFORE_ARCH_GPUS``).
+BEFORE_ARCH_CC = "9.0"
 #: Choosing a stale layer again is budgeted at its recorded time x this (the new families add candidates), at most
 #: ``RECHOOSE_CAP`` seconds (what the rules may take on a layer; a recorded time can include a cold start).
 RECHOOSE_ESTIMATE = 1.5
@@ -61,8 +67,8 @@ class Choice:
     families: tuple[str, ...] = ()
 
 
-def _key(wl: Workload) -> tuple[str, str, str]:
-    return (wl.dtype, wl.layout, wl.shape)
+def _key(arch: str, wl: Workload) -> tuple[str, str, str, str]:
+    return (arch, wl.dtype, wl.layout, wl.shape)
 
 
 #: A form of a workload the rules sweep: the workload, its families, and what a choice of it records among its
@@ -152,26 +158,31 @@ def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) 
 
 
 class Choices:
-    """The recorded choices of a notebook (``path``: its ``choices.csv``), keyed by (dtype, layout, shape)."""
+    """The recorded choices of a notebook (``path``: its ``choices.csv``), keyed by (arch, dtype, layout, shape): a
+    build for ``arch`` (default: the build's, ``current_gpu().arch``) replays and records only its own
+    architecture's choices, and keeps the others' rows."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, arch: str | None = None):
         self.path = path
-        self.rows: dict[tuple[str, str, str], dict[str, str]] = {}
+        self.arch = arch or current_gpu().arch
+        self.rows: dict[tuple[str, str, str, str], dict[str, str]] = {}
         if path.exists():
             for row in csv.DictReader(io.StringIO(path.read_text())):
-                self.rows[(row["dtype"], row["layout"], row["shape"])] = row
+                row["arch"] = build_arch(row["gpu"], row.get("arch") or "", BEFORE_ARCH_CC)
+                self.rows[(row["arch"], row["dtype"], row["layout"], row["shape"])] = row
 
     def recorded(self, wl: Workload) -> Choice | None:
-        row = self.rows.get(_key(wl))
+        row = self.rows.get(_key(self.arch, wl))
         if row is None:
             return None
         return Choice(row["kernel"], ast.literal_eval(row["params"]), float(row["rules_s"]),
                       families=tuple(filter(None, row.get("families", "").split(" "))))
 
     def remember(self, wl: Workload, choice: Choice, gpu: str) -> None:
-        self.rows[_key(wl)] = {"dtype": wl.dtype, "layout": wl.layout, "shape": wl.shape, "kernel": choice.kernel,
-                               "params": repr(dict(choice.params)), "rules_s": f"{choice.rules_s:.1f}", "gpu": gpu,
-                               "families": " ".join(choice.families)}
+        self.rows[_key(self.arch, wl)] = {
+            "dtype": wl.dtype, "layout": wl.layout, "shape": wl.shape, "kernel": choice.kernel,
+            "params": repr(dict(choice.params)), "rules_s": f"{choice.rules_s:.1f}", "gpu": gpu,
+            "families": " ".join(choice.families), "arch": self.arch}
 
     def write(self, path: Path) -> None:
         buf = io.StringIO()
