@@ -11,11 +11,13 @@ from test_results import row
 
 from tirbench.bench.results import COLUMNS, append_rows, read_results
 from tirbench.bench.winograd import ERROR_COLUMNS, ERROR_CSV
+from tirbench.core.gpu import REFERENCE_GPU, arch_for
 from tirbench.report import overview
 from tirbench.report import readme as report
 from tirbench.report.index import MAIN_PLOTS, headlines, index_html
 from tirbench.report.published import CUDA_EVENTS_SINCE, seed_rows_first
 from tirbench.report.tuning_runs import REPLACED, TODAY, runs_behind_databases, unrecorded_databases
+from tirbench.schedules.common.record import for_arch
 from tirbench.tuning import throughput
 from tirbench.tuning.logs import log_chunk
 
@@ -50,9 +52,9 @@ def tables(body: str) -> list[tuple[str, str]]:
 
 def result_tables(text: str):
     """(section name, the paragraph above it, its body, a table, the text after the table) for each table of every
-    generated section but the tuning-throughput one (whose rows are runs, not results)."""
+    generated section but the tuning-throughput and which-gpus ones (whose rows are runs and architectures)."""
     for name, (above, body) in sections(text).items():
-        if name != "tuning-throughput":
+        if name not in ("tuning-throughput", "which-gpus"):
             for table, after in tables(body):
                 yield name, above, body, table, after
 
@@ -216,3 +218,19 @@ def test_each_headline_row_is_compared_with_its_own_shapes_baseline(regenerated)
     baselines = [c for c in cells if c[7].endswith(f"x {c[3]}")]
     assert baselines, "no baseline row in the headline table"
     assert all(c[7] == f"1.000x {c[3]}" for c in baselines), [c[:8] for c in baselines if not c[7].startswith("1.000")]
+
+
+def test_the_which_gpus_table_has_each_architecture_with_the_families_its_features_build(regenerated):
+    """A row per architecture the suite plans for, its families exactly those whose ``needs`` it has (Turing's none
+    with cp.async), and the Hopper build's row says its runs were measured natively."""
+    _, body = sections(regenerated)["which-gpus"]
+    rows = [line.strip("|").split(" | ") for line in body.splitlines() if line.startswith("| sm_")]
+    assert [row[0].strip() for row in rows] == list(REFERENCE_GPU)
+    families = report.all_families()
+    for arch, _, built, runs in rows:
+        arch = arch.strip()
+        assert re.findall(r"`(\w+)`", built) == [r.name for r in for_arch(families, arch)[0]], arch
+        if arch == "sm_75":
+            assert all("cp_async" not in r.needs for r in for_arch(families, arch)[0])
+        if arch == arch_for("9.0"):
+            assert runs.startswith("measured natively on ")

@@ -178,6 +178,13 @@ OPS_PER_SM_CLOCK: dict[int, tuple[int, int, int]] = {
 }
 
 
+#: GPUs of each architecture (its compute capability) that the suite names: the README's "Which GPUs" table.
+EXAMPLE_GPUS: dict[str, tuple[str, ...]] = {
+    "7.5": ("T4", "RTX 20xx"), "8.0": ("A100",), "8.6": ("A10", "RTX 3090"), "8.9": ("L4", "L40S", "RTX 4090"),
+    "9.0": ("H100", "H200"), "10.0": ("B200",), "12.0": ("RTX 5090",),
+}
+
+
 def _nearest(table: dict[int, object], cc: int) -> object:
     """``table``'s entry of the newest architecture not newer than ``cc`` (the oldest one for an older cc)."""
     return table[max((k for k in table if k <= cc), default=min(table))]

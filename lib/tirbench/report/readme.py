@@ -9,7 +9,8 @@ against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32
 03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
 cuDNN, and their errors from ``winograd_error.csv``), ``resnet50-network`` (notebook 08: ResNet-50's convolutions as
 a whole network, the conv rules against cuDNN per run, each from its latest run, and MetaSchedule's ``rules`` space on
-the fp32 layers) and ``tuning-throughput`` (``results/tuning/throughput.csv``, each run marked by whether today's
+the fp32 layers), ``which-gpus`` (per architecture: example GPUs, the families it builds from their ``needs``, and
+whether recorded rows ran code built for it natively or as PTX) and ``tuning-throughput`` (``results/tuning/throughput.csv``, each run marked by whether today's
 databases come from it) when the README has that section; nothing is typed by hand. Each table is read from the
 latest run that has its rows (a run of part of a notebook leaves the rest in place), never mixes runs timed before
 and after ``published.CUDA_EVENTS_SINCE``, and ends with a caption naming the notebook's file, run, GPU and date; a
@@ -29,13 +30,17 @@ import pandas as pd
 
 from tirbench.bench.network import (config_tables, metaschedule_per_layer, metaschedule_run, metaschedule_totals,
                                     network_totals)
-from tirbench.bench.results import latest_run_where, native_runs, read_results
+from tirbench.bench.results import is_ptx, latest_run_where, native_runs, read_results
 from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
 from tirbench.core.errors import OneLineError
+from tirbench.core.gpu import EXAMPLE_GPUS, REFERENCE_GPU
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows, headline_sentence
 from tirbench.report.published import (EVALUATOR, EVENTS, SEED, caption, labelled_results, recorded_rows, shown_variant,
                                        timing)
 from tirbench.report.tuning_runs import runs_behind_databases, unrecorded_databases
+from tirbench.schedules.common.record import KernelRecord, for_arch
+from tirbench.schedules.conv import records as conv_records
+from tirbench.schedules.gemm import records as gemm_records
 from tirbench.workloads.resnet50 import RESNET50
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -277,8 +282,45 @@ def _metaschedule_line(ms: pd.DataFrame, layers: int, run: pd.DataFrame) -> str:
 
 
 #: Generated sections besides the headline rows, the sweeps and the network: marker -> table builder.
+def all_families() -> list[KernelRecord]:
+    """Every GEMM and convolution family (``gemm.records``, ``conv.records``), once each, in their modules' order."""
+    found = {r.name: r for mod in (gemm_records, conv_records) for r in vars(mod).values()
+             if isinstance(r, KernelRecord)}
+    return list(found.values())
+
+
+def _runs_built_for(rows: pd.DataFrame, arch: str) -> str:
+    """How rows built for ``arch`` ran: measured natively and/or as PTX on a newer GPU (naming the GPUs), else not."""
+    mine = rows[rows["arch"] == arch]
+    ptx = mine.apply(lambda r: is_ptx(r["arch"], r["compute_capability"]), axis=1).astype(bool) if len(mine) else []
+    said = [f"{how} on {', '.join(sorted(set(part['gpu'].astype(str))))}"
+            for how, part in (("measured natively", mine[~ptx] if len(mine) else mine),
+                              ("verified as PTX", mine[ptx] if len(mine) else mine)) if len(part)]
+    return "; ".join(said) or "no recorded run yet"
+
+
+def which_gpus_table(root: Path) -> str:
+    """Per architecture the suite plans for (``core.gpu.REFERENCE_GPU``): example GPUs, the GEMM and convolution
+    families it builds (``record.for_arch``: from each family's ``needs``), and whether recorded rows (every
+    ``results/*/results.csv``) measured code built for it natively or as PTX on a newer GPU."""
+    frames = [read_results(p) for p in sorted((root / "results").glob("*/results.csv"))]
+    rows = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else \
+        pd.DataFrame(columns=["arch", "gpu", "compute_capability"])
+    families = all_families()
+    lines = ["**Which GPUs** (generated): per architecture, the GEMM and convolution families the suite builds for it "
+             "and whether a recorded run measured code built for it.", "",
+             "| architecture | example GPUs | families it builds | recorded runs |", "|---|---|---|---|"]
+    for arch, spec in REFERENCE_GPU.items():
+        built = for_arch(families, arch)[0]
+        names = ", ".join(f"`{r.name}`" for r in built)
+        lines.append(f"| {arch} | {', '.join(EXAMPLE_GPUS.get(spec.compute_capability, ()))} | "
+                     f"{len(built)} of {len(families)}: {names} | {_runs_built_for(rows, arch)} |")
+    return "\n".join(lines) + ("\n\nFamilies from each family's `needs` (`KernelRecord.needs`, `core.gpu`); "
+                               "recorded runs from `results/*/results.csv` (`arch`: what the kernel was built for).")
+
+
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
-            "tuning-throughput": throughput_table}
+            "tuning-throughput": throughput_table, "which-gpus": which_gpus_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
