@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from tirbench.bench.sweep import sweep, target_arch
+from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.gpu import ARCH_ENV, ArchError, features
 from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.schedules.common.record import for_arch, require_a_candidate
 from tirbench.schedules.conv import rules as conv_rules
-from tirbench.schedules.conv.records import INT8_MMA, NHWC_MMA, NHWC_WGMMA
+from tirbench.schedules.conv.records import INT8_MMA, NHWC_MMA, NHWC_WGMMA, NHWC_WMMA
 from tirbench.schedules.gemm import rules as gemm_rules
 from tirbench.schedules.gemm.records import LADDER, V7_MMA_LDMATRIX, V8_WGMMA, V9_TMA_WS
 from tirbench.tuning.spaces import SPACES, get_space
@@ -171,3 +172,13 @@ def test_notebook_08s_rules_give_every_resnet50_layer_a_kernel_the_arch_builds(a
             assert names == ({"nchw_splitk"} if layer.endswith("float32") else {"nhwc_wmma"}), f"{layer}: {names}"
         elif layer.endswith("float16"):
             assert names == {"nhwc_mma"}, f"{layer}: {names}"   # no wmma fallback where mma.sync builds
+
+
+def test_turings_fp16_convolution_is_wmma_with_synchronous_copies_and_compiles_for_sm_75(monkeypatch):
+    """``nhwc_wmma`` on a stem-like layer (3 channels: GEMM_K padded to the k tile) built for sm_75: wmma fragments,
+    no cp.async, and nvcc compiles it for sm_75 without spilling."""
+    monkeypatch.setenv(ARCH_ENV, "sm_75")
+    wl = conv2d(2, 3, 32, 32, 64, 7, 7, 2, 3, layout="NHWC", dtype="float16")
+    src = device_source(NHWC_WMMA.apply(wl), cuda_target("sm_75"))
+    assert "wmma::mma_sync" in src and "cp.async" not in src and "cp_async" not in src
+    assert "0 bytes spill stores" in " ".join(nvcc_report(src, "sm_75"))
