@@ -131,8 +131,8 @@ PADDED: dict[str, tuple[dict[str, Any], ...]] = {
 
 #: Tiles the GEMM rules add for v5 (``gemm.rules``; notebook 03's padded sweep keeps ``PADDED``'s): 96 and 192 rows or
 #: columns (k tiles of 24, so that 384 or 192 threads copy whole 4-float vectors), whose block counts fill the last
-#: wave of the SMs where powers of two leave it a tenth full (2500 x 3500: 560 tiles of 128 x 128 are 4.2 waves of
-#: 132 SMs, 392 of 192 x 128 are 2.97).
+#: wave of the SMs where powers of two leave it a tenth full (2500 x 3500: 560 tiles of 128 x 128 are 4.2 waves of an
+#: H100's SMs, 392 of 192 x 128 are 2.97).
 WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     V5_WARP_TILED.name: (
         {"block_tile": (192, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
