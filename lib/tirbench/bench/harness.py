@@ -19,7 +19,7 @@ from tvm import s_tir
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tirbench.core.build import build, build_with_config, export_shared
-from tirbench.core.machine import cpu_target, cuda_target, has_cuda_gpu
+from tirbench.core.machine import builds_ptx, cpu_target, cuda_target, has_cuda_gpu, use_ptx
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.workloads.base import Workload, error_stats
 
@@ -79,10 +79,14 @@ BUILD_TIMEOUT_S = 300
 Built = tvm.runtime.Executable | tvm.runtime.Module
 
 
-def _build_to_library(job: tuple[tvm.IRModule, tvm.target.Target, dict[str, object] | None]) -> str:
+def _build_to_library(job: tuple[tvm.IRModule, tvm.target.Target, dict[str, object] | None, str | None]) -> str:
     """``build_all`` worker: the tuning builders' build (the suite's pipeline, inside the target's scope, so a CUDA
-    compile takes the arch from the target, not from a device) and export; returns the shared library's path."""
-    mod, target, pass_config = job
+    compile takes the arch from the target, not from a device) and export; returns the shared library's path. With a
+    ``ptx_arch`` (the caller's GPU is newer than the target: ``machine.builds_ptx``) CUDA compiles to PTX for it, as
+    the caller's own builds do (the worker has no GPU context to tell)."""
+    mod, target, pass_config, ptx_arch = job
+    if ptx_arch:
+        use_ptx(ptx_arch)
     return export_shared(build_with_config(pass_config or {}, mod, target, None))
 
 
@@ -119,9 +123,11 @@ def build_all(kernels: Sequence[s_tir.Schedule | tvm.IRModule], target: tvm.targ
     candidates build side by side). Per kernel, in order: the loaded module, ready for ``verify_then_time``, or the
     exception its build or its loading raised (its last line, as a RuntimeError; TimeoutError after
     ``BUILD_TIMEOUT_S``)."""
-    jobs = [(k.mod if isinstance(k, s_tir.Schedule) else k, target, pass_config) for k in kernels]
+    cuda = target.kind.name == "cuda"
+    ptx_arch = str(target.attrs["arch"]) if cuda and builds_ptx(str(target.attrs["arch"])) else None
+    jobs = [(k.mod if isinstance(k, s_tir.Schedule) else k, target, pass_config, ptx_arch) for k in kernels]
     built: list[Built | Exception] = []
-    for res in _build_pool(target.kind.name == "cuda").map_with_error_catching(_build_to_library, jobs):
+    for res in _build_pool(cuda).map_with_error_catching(_build_to_library, jobs):
         if res.status == StatusKind.COMPLETE:
             try:
                 built.append(tvm.runtime.load_module(res.value))

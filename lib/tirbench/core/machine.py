@@ -44,10 +44,16 @@ def target_for(arch: str) -> tvm.target.Target:
     return tvm.target.Target(tag if tag else target_dict(arch), host="llvm")
 
 
+def builds_ptx(arch: str) -> bool:
+    """Whether this process's GPU is of a newer architecture than ``arch``, so that code for ``arch`` must be PTX:
+    a cubin for an older architecture does not load there, its PTX does (the driver compiles it)."""
+    return has_cuda_gpu() and parse_arch(arch)[0] < parse_arch(arch_for(current_gpu().compute_capability))[0]
+
+
 def ptx_if_older(arch: str) -> None:
-    """On a GPU of a newer architecture than ``arch``, make TVM compile CUDA to PTX for ``arch`` (``use_ptx``): a
-    cubin for an older architecture does not load there, its PTX does (the driver compiles it)."""
-    if has_cuda_gpu() and parse_arch(arch)[0] < parse_arch(arch_for(current_gpu().compute_capability))[0]:
+    """Where ``builds_ptx(arch)``, make TVM compile CUDA to PTX for ``arch`` in this process (``use_ptx``; build
+    worker processes are told so by their caller: ``bench.harness.build_all``)."""
+    if builds_ptx(arch):
         use_ptx(arch)
 
 
