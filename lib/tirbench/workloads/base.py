@@ -34,6 +34,9 @@ class Workload:
     bytes: int
     tolerance: dict[str, float] = field(default_factory=lambda: {"rtol": 1e-5, "atol": 1e-5})
     layout: str = ""   # storage layout of the tensors where a workload has several (conv2d: NCHW, NHWC, HWCN)
+    #: What a workload has beyond ``sizes`` only at some layers, by tag (conv2d: ``{"g": 32}`` for groups): each
+    #: appended to ``shape`` as ``_<tag><value>``, a tuple's items joined by 'x'; empty for most.
+    extra: dict[str, int | tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def buffer_bytes(self) -> int:
@@ -44,8 +47,9 @@ class Workload:
 
     @property
     def shape(self) -> str:
-        """Sizes joined by 'x', the ``shape`` column of the results CSV."""
-        return "x".join(str(v) for v in self.sizes.values())
+        """Sizes joined by 'x', then each of ``extra`` as ``_<tag><value>``: the ``shape`` column of the results CSV."""
+        tags = "".join(f"_{tag}{'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for tag, v in self.extra.items())
+        return "x".join(str(v) for v in self.sizes.values()) + tags
 
 
 def check_dtype(dtype: str, allowed: Sequence[str]) -> None:

@@ -1,23 +1,29 @@
-"""2-D convolution of any shape in three layouts: Y = conv(pad(X), W), stride and zero padding on both sides.
+"""2-D convolution of any shape in three layouts: Y = conv(pad(X), W), with strides, zero padding, dilation and groups.
 
-Layouts (``layout``), each naming the input, filter and output storage:
+Layouts (``layout``), each naming the input, filter and output storage (G = ``groups``):
 
 ======  ==================  ===============  ====================
 layout  input X             filter W         output Y
 ======  ==================  ===============  ====================
-NCHW    (N, C, H, W)        (K, C, R, S)     (N, K, OH, OW)
-NHWC    (N, H, W, C)        (R, S, C, K)     (N, OH, OW, K)
-HWCN    (H, W, C, N)        (R, S, C, K)     (OH, OW, K, N)
+NCHW    (N, C, H, W)        (K, C/G, R, S)   (N, K, OH, OW)
+NHWC    (N, H, W, C)        (R, S, C/G, K)   (N, OH, OW, K)
+HWCN    (H, W, C, N)        (R, S, C/G, K)   (OH, OW, K, N)
 ======  ==================  ===============  ====================
 
+The semantics are ``torch.nn.functional.conv2d``'s: output channel k of group k // (K/G) reads the input channels
+of that group only (G = C: depthwise); tap (ry, rx) of output (oy, ox) reads the padded input at row
+oy * stride_h + ry * dilation_h and column ox * stride_w + rx * dilation_w; padding may differ on each of the four
+sides (top, bottom, left, right), which torch's ``padding`` cannot say (``F.pad`` first does).
+
 Every module has two blocks: ``"pad"`` writes the zero-padded input into an intermediate buffer ``Xp`` (a schedule
-inlines it into whatever reads it), ``"conv"`` accumulates over the input channels and the kernel window (for NCHW
-in the order rc, ry, rx; for the channels-last layouts ry, rx, rc, so the innermost reduction walks contiguous
-channels). The spatial loops of ``"conv"`` follow the output layout.
+inlines it into whatever reads it), ``"conv"`` accumulates over the input channels of the group and the kernel
+window (for NCHW in the order rc, ry, rx; for the channels-last layouts ry, rx, rc, so the innermost reduction walks
+contiguous channels). The spatial loops of ``"conv"`` follow the output layout.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import tvm
@@ -28,25 +34,154 @@ from tirbench.workloads.base import Workload, check_dtype, check_positive, rando
 LAYOUTS = ("NCHW", "NHWC", "HWCN")
 
 
-def check_conv_params(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int, pad: int,
-                      layout: str) -> None:
-    """One-line ValueError naming the parameter for sizes, stride, padding or layout a convolution cannot take."""
-    check_positive(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride)
-    if not isinstance(pad, (int, np.integer)) or isinstance(pad, bool) or pad < 0:
-        raise ValueError(f"pad must be a non-negative integer, got {pad!r}")
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """How a convolution walks its input beyond R x S: ``stride`` (sh, sw), zero ``pad`` (top, bottom, left,
+    right), ``dilation`` (dh, dw) and ``groups``."""
+
+    stride: tuple[int, int] = (1, 1)
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    @property
+    def plain(self) -> bool:
+        """One group, no dilation, one stride and one padding on all four sides: what every kernel family takes."""
+        return not self.extra()
+
+    def out_hw(self, h: int, w: int, r: int, s: int) -> tuple[int, int]:
+        """Output rows and columns of an ``h`` x ``w`` input and an ``r`` x ``s`` kernel."""
+        t, b, left, right = self.pad
+        return (output_size(h, r, self.stride[0], (t, b), self.dilation[0]),
+                output_size(w, s, self.stride[1], (left, right), self.dilation[1]))
+
+    def extra(self) -> dict[str, int | tuple[int, ...]]:
+        """``Workload.extra``: what ``sizes`` (``stride`` = sh, ``pad`` = top) leaves out, each tag only where it
+        differs from a plain layer's: ``g`` groups, ``d`` dilation (one value or dh x dw), ``s`` sh x sw, ``p``
+        ph x pw (top = bottom, left = right) or top x bottom x left x right."""
+        (sh, sw), (t, b, left, right), (dh, dw) = self.stride, self.pad, self.dilation
+        tags: dict[str, int | tuple[int, ...]] = {}
+        if self.groups != 1:
+            tags["g"] = self.groups
+        if (dh, dw) != (1, 1):
+            tags["d"] = dh if dh == dw else (dh, dw)
+        if sh != sw:
+            tags["s"] = (sh, sw)
+        if (t, left) != (b, right):
+            tags["p"] = self.pad
+        elif t != left:
+            tags["p"] = (t, left)
+        return tags
+
+    def beyond_plain(self) -> str:
+        """What this layer has beyond a plain one, in one line: "groups 32, dilation 2, stride 2x1 per axis, padding
+        0x3 per axis" (or "padding 0x1x0x1 per side": top x bottom x left x right); "" for a plain layer."""
+        tags = self.extra()
+        per = "per side" if len(tags.get("p", ())) == 4 else "per axis"
+        said = {"g": "groups {}", "d": "dilation {}", "s": "stride {} per axis", "p": "padding {} " + per}
+        return ", ".join(said[tag].format("x".join(map(str, v)) if isinstance(v, tuple) else v)
+                         for tag, v in tags.items())
+
+    def require_plain(self, who: str, what: str = "this layer") -> None:
+        """A one-line ValueError unless the layer is plain: "<who> takes groups 1, dilation 1, one stride and one
+        padding; <what> has groups 32"."""
+        if not self.plain:
+            raise ValueError(f"{who} takes groups 1, dilation 1, one stride and one padding; {what} has "
+                             f"{self.beyond_plain()}")
+
+    def kwargs(self) -> dict[str, int | tuple[int, ...]]:
+        """``conv2d``'s arguments for this geometry: ``stride``, ``pad``, ``dilation`` and ``groups``, each in its
+        shortest form (one int where the axes or sides agree)."""
+        (sh, sw), (t, b, left, right), (dh, dw) = self.stride, self.pad, self.dilation
+        pad = t if len(set(self.pad)) == 1 else (t, left) if (t, left) == (b, right) else self.pad
+        return {"stride": sh if sh == sw else self.stride, "pad": pad,
+                "dilation": dh if dh == dw else self.dilation, "groups": self.groups}
+
+
+def _per_axis(name: str, value: object, *, least: int, counts: Sequence[int], form: str) -> tuple[int, ...]:
+    """``value`` (an int, or a sequence of ``counts`` ints) as a tuple of ints, each at least ``least``; a one-line
+    ValueError (``form`` names the tuple forms) otherwise."""
+    what = "a positive integer" if least == 1 else "a non-negative integer"
+    if _is_int(value):
+        if value < least:
+            raise ValueError(f"{name} must be {what}, got {value!r}")
+        return (int(value),)
+    if not isinstance(value, (tuple, list)) or len(value) not in counts or \
+            not all(_is_int(v) and v >= least for v in value):
+        raise ValueError(f"{name} must be {what} or {form} of them, got {value!r}")
+    return tuple(int(v) for v in value)
+
+
+def conv_geometry(stride: int | Sequence[int] = 1, pad: int | Sequence[int] = 0,
+                  dilation: int | Sequence[int] = 1, groups: int = 1) -> ConvGeometry:
+    """``ConvGeometry`` of ``stride`` (int or (sh, sw)), ``pad`` (int, (ph, pw) or (top, bottom, left, right)),
+    ``dilation`` (int or (dh, dw)) and ``groups``; a one-line ValueError naming a bad one."""
+    st = _per_axis("stride", stride, least=1, counts=(2,), form="two (sh, sw)")
+    dil = _per_axis("dilation", dilation, least=1, counts=(2,), form="two (dh, dw)")
+    p = _per_axis("pad", pad, least=0, counts=(2, 4), form="two (ph, pw) or four (top, bottom, left, right)")
+    check_positive(groups=groups)
+    pads = p * 4 if len(p) == 1 else (p[0], p[0], p[1], p[1]) if len(p) == 2 else p
+    return ConvGeometry(st * 2 if len(st) == 1 else st, pads, dil * 2 if len(dil) == 1 else dil, int(groups))
+
+
+def geometry_of(wl: Workload) -> ConvGeometry:
+    """The geometry of a ``conv2d`` (or ``conv2d_int8``) workload, from its ``sizes`` and ``extra``."""
+    z, e = wl.sizes, wl.extra
+    return conv_geometry(e.get("s", z["stride"]), e.get("p", z["pad"]), e.get("d", 1), e.get("g", 1))
+
+
+def plain_refusal(wl: Workload) -> str | None:
+    """None for a plain layer (``ConvGeometry.plain``); else what it has beyond one (``ConvGeometry.beyond_plain``)."""
+    return geometry_of(wl).beyond_plain() or None
+
+
+def require_plain(wl: Workload, who: str) -> None:
+    """A one-line ValueError where ``wl`` is a conv2d layer that is not plain: "<who> takes groups 1, dilation 1, one
+    stride and one padding; conv2d <shape> has groups 32"."""
+    if wl.name == "conv2d":
+        geometry_of(wl).require_plain(who, f"{wl.name} {wl.shape}")
+
+
+def check_conv_params(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int | Sequence[int],
+                      pad: int | Sequence[int], layout: str, *, dilation: int | Sequence[int] = 1,
+                      groups: int = 1) -> ConvGeometry:
+    """One-line ValueError naming the parameter for sizes, stride, padding, dilation, groups or layout a convolution
+    cannot take; the ``ConvGeometry`` otherwise."""
+    check_positive(n=n, c=c, h=h, w=w, k=k, r=r, s=s)
+    g = conv_geometry(stride, pad, dilation, groups)
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
-    for name, size, window in (("r", h, r), ("s", w, s)):
-        if window > size + 2 * pad:
-            raise ValueError(f"kernel {name}={window} is larger than the padded input ({size} + 2*{pad})")
-        if pad >= window:
-            raise ValueError(f"pad={pad} must be smaller than the kernel {name}={window} "
-                             f"(a wider border only adds outputs that see nothing but zeros)")
+    for name, channels in (("c", c), ("k", k)):
+        if channels % g.groups:
+            raise ValueError(f"groups={g.groups} must divide {name}={channels}")
+    t, b, left, right = g.pad
+    for name, size, window, dil, before, after in (("r", h, r, g.dilation[0], t, b),
+                                                    ("s", w, s, g.dilation[1], left, right)):
+        span = dil * (window - 1) + 1
+        if g.plain:
+            if window > size + 2 * before:
+                raise ValueError(f"kernel {name}={window} is larger than the padded input ({size} + 2*{before})")
+            if before >= window:
+                raise ValueError(f"pad={before} must be smaller than the kernel {name}={window} "
+                                 f"(a wider border only adds outputs that see nothing but zeros)")
+        elif span > size + before + after:
+            raise ValueError(f"kernel {name}={window} (dilation {dil}: {span} wide) is larger than the padded input "
+                             f"({size} + {before} + {after}): no output")
+        elif max(before, after) >= span:
+            raise ValueError(f"padding {max(before, after)} must be smaller than the kernel {name}={window} "
+                             f"(dilation {dil}: {span} wide; a wider border only adds outputs of zeros)")
+    return g
 
 
-def output_size(size: int, window: int, stride: int, pad: int) -> int:
-    """Output rows (or columns) of a convolution: floor((size + 2 pad - window) / stride) + 1."""
-    return (size + 2 * pad - window) // stride + 1
+def output_size(size: int, window: int, stride: int, pad: int | tuple[int, int], dilation: int = 1) -> int:
+    """Output rows (or columns) of a convolution: floor((size + pad before + pad after - dilation (window - 1) - 1)
+    / stride) + 1; ``pad`` one int for both sides or (before, after)."""
+    before, after = (pad, pad) if _is_int(pad) else pad
+    return (size + before + after - dilation * (window - 1) - 1) // stride + 1
 
 
 #: Per layout, the NCHW axes of an activation in storage order.
@@ -78,18 +213,29 @@ def filter_from_kcrs(wt: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(wt if layout == "NCHW" else wt.transpose(2, 3, 1, 0))
 
 
-def conv2d_reference(x: np.ndarray, wt: np.ndarray, *, stride: int, pad: int) -> np.ndarray:
-    """float64 NCHW convolution: one matrix product per kernel tap, (N*OH*OW, C) @ (C, K), summed."""
+def conv2d_reference(x: np.ndarray, wt: np.ndarray, *, stride: int | Sequence[int], pad: int | Sequence[int],
+                     dilation: int | Sequence[int] = 1, groups: int = 1) -> np.ndarray:
+    """float64 NCHW convolution with torch's semantics (``conv_geometry`` for the forms of ``stride``, ``pad`` and
+    ``dilation``; ``wt`` (K, C/groups, R, S)): one matrix product per kernel tap and group, (N*OH*OW, C/groups) @
+    (C/groups, K/groups), summed over the taps."""
+    g = conv_geometry(stride, pad, dilation, groups)
     n, c, h, w = x.shape
-    k, _, r, s = wt.shape
-    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
-    xp = np.pad(x.astype(np.float64).transpose(0, 2, 3, 1), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    k, cg, r, s = wt.shape
+    (sh, sw), (t, b, left, right), (dh, dw) = g.stride, g.pad, g.dilation
+    oh, ow = g.out_hw(h, w, r, s)
+    xp = np.pad(x.astype(np.float64).transpose(0, 2, 3, 1), ((0, 0), (t, b), (left, right), (0, 0)))
     wt64 = wt.astype(np.float64)
     out = np.zeros((n * oh * ow, k))
     for ry in range(r):
         for rx in range(s):
-            tap = xp[:, ry:ry + stride * (oh - 1) + 1:stride, rx:rx + stride * (ow - 1) + 1:stride, :]
-            out += tap.reshape(n * oh * ow, c) @ wt64[:, :, ry, rx].T
+            y0, x0 = ry * dh, rx * dw
+            tap = xp[:, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw, :].reshape(n * oh * ow, c)
+            if groups == 1:
+                out += tap @ wt64[:, :, ry, rx].T
+            else:   # (G, P, C/G) @ (G, C/G, K/G) -> (G, P, K/G), output channel k = group * K/G + j
+                per_group = tap.reshape(-1, groups, cg).transpose(1, 0, 2) @ \
+                    wt64[:, :, ry, rx].reshape(groups, k // groups, cg).transpose(0, 2, 1)
+                out += per_group.transpose(1, 0, 2).reshape(-1, k)
     return out.reshape(n, oh, ow, k).transpose(0, 3, 1, 2)
 
 
@@ -99,50 +245,60 @@ _ORDER = {"NCHW": ("ncyx", "kcrs", "nkyx", "crs"), "NHWC": ("nyxc", "rsck", "nyx
           "HWCN": ("yxcn", "rsck", "yxkn", "rsc")}
 
 
-def _shapes(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int, pad: int,
+def _shapes(n: int, c: int, h: int, w: int, k: int, r: int, s: int, g: ConvGeometry,
             layout: str) -> tuple[tuple[int, ...], ...]:
-    """(X, padded X, W, Y, reduction) shapes, each in ``layout``'s storage order (the reduction in "conv"'s order)."""
-    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+    """(X, padded X, W, Y, reduction) shapes, each in ``layout``'s storage order (the reduction in "conv"'s order;
+    W and the reduction over the C/groups channels of a group)."""
+    oh, ow = g.out_hw(h, w, r, s)
+    t, b, left, right = g.pad
     x_order, w_order, y_order, red_order = _ORDER[layout]
-    ext = {"n": n, "c": c, "k": k, "r": r, "s": s}
-    return (tuple({**ext, "y": h, "x": w}[a] for a in x_order),
-            tuple({**ext, "y": h + 2 * pad, "x": w + 2 * pad}[a] for a in x_order),
+    ext = {"n": n, "c": c // g.groups, "k": k, "r": r, "s": s}
+    return (tuple({**ext, "c": c, "y": h, "x": w}[a] for a in x_order),
+            tuple({**ext, "c": c, "y": h + t + b, "x": w + left + right}[a] for a in x_order),
             tuple(ext[a] for a in w_order),
             tuple({**ext, "y": oh, "x": ow}[a] for a in y_order),
             tuple(ext[a] for a in red_order))
 
 
-def _indexers(layout: str, stride: int, pad: int) -> tuple[Callable[..., tuple], ...]:
+def _indexers(layout: str, c: int, k: int, g: ConvGeometry) -> tuple[Callable[..., tuple], ...]:
     """Index helpers, evaluated while the script is parsed (block variables in storage order -> indices):
     ``unpadded`` (X's indices of an element of Xp), ``pad_yx`` (an Xp element's row and column) and ``window``
-    (the Xp and W indices of one output element and reduction step)."""
+    (the Xp and W indices of one output element and reduction step). A stride, dilation or group of 1 adds no term:
+    a plain layer's indices are what they were before those existed."""
     x_order, w_order, y_order, red_order = _ORDER[layout]
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    top, left = g.pad[0], g.pad[2]
 
     def unpadded(*xp_vars):
         at = dict(zip(x_order, xp_vars))
-        return tuple(at[a] - pad if a in "yx" else at[a] for a in x_order)
+        return tuple({"y": at["y"] - top, "x": at["x"] - left}.get(a, at[a]) for a in x_order)
 
     def pad_yx(*xp_vars):
         at = dict(zip(x_order, xp_vars))
         return at["y"], at["x"]
 
+    def tap(out, step, rv, dil):   # the padded input's row (column) of output row (column) out at tap rv
+        return out * step + (rv if dil == 1 else rv * dil)
+
     def window(o0, o1, o2, o3, u0, u1, u2):
         at = {**dict(zip(y_order, (o0, o1, o2, o3))), **dict(zip(red_order, (u0, u1, u2)))}
-        xp = {"n": at["n"], "c": at["c"], "y": at["y"] * stride + at["r"], "x": at["x"] * stride + at["s"]}
+        channel = at["c"] if g.groups == 1 else at["k"] // (k // g.groups) * (c // g.groups) + at["c"]
+        xp = {"n": at["n"], "c": channel, "y": tap(at["y"], sh, at["r"], dh), "x": tap(at["x"], sw, at["s"], dw)}
         return tuple(xp[a] for a in x_order), tuple(at[a] for a in w_order)
 
     return unpadded, pad_yx, window
 
 
-def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int, pad: int, layout: str,
+def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, g: ConvGeometry, layout: str,
             dtype: str) -> tvm.IRModule:
     """The TVMScript module of one layout and dtype: blocks "pad" and "conv", and for float16 a "cast" block.
 
     float32: "conv" accumulates straight into Y. float16: "conv" accumulates the float32 products of the half
     inputs into a float32 buffer ``Yacc``, and "cast" rounds it into the half output Y (what cuDNN does).
     """
-    x_shape, xp_shape, w_shape, y_shape, red_shape = _shapes(n, c, h, w, k, r, s, stride, pad, layout)
-    unpadded, pad_yx, window = _indexers(layout, stride, pad)
+    x_shape, xp_shape, w_shape, y_shape, red_shape = _shapes(n, c, h, w, k, r, s, g, layout)
+    unpadded, pad_yx, window = _indexers(layout, c, k, g)
+    top, left = g.pad[0], g.pad[2]
     cast = dtype != "float32"
     out_dtype = dtype if cast else "float32"
 
@@ -162,7 +318,7 @@ def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int,
                 v0, v1, v2, v3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
                 vy, vx = T.meta_var(pad_yx(v0, v1, v2, v3))
                 Xp[v0, v1, v2, v3] = T.if_then_else(
-                    pad <= vy and vy < h + pad and pad <= vx and vx < w + pad,
+                    top <= vy and vy < h + top and left <= vx and vx < w + left,
                     X[unpadded(v0, v1, v2, v3)], T.Cast(dtype, 0))
         for o0, o1, o2, o3, u0, u1, u2 in T.grid(*y_shape, *red_shape):
             with T.sblock("conv"):
@@ -183,19 +339,27 @@ def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int,
     return tvm.IRModule({"main": main})
 
 
-def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
-           layout: str = "NCHW", dtype: str = "float32") -> Workload:
-    """A batch of ``n`` images of ``c`` x ``h`` x ``w`` convolved with ``k`` filters of ``c`` x ``r`` x ``s``.
+def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int | Sequence[int] = 1,
+           pad: int | Sequence[int] = 1, *, layout: str = "NCHW", dtype: str = "float32", groups: int = 1,
+           dilation: int | Sequence[int] = 1) -> Workload:
+    """A batch of ``n`` images of ``c`` x ``h`` x ``w`` convolved with ``k`` filters of ``c / groups`` x ``r`` x ``s``.
 
-    ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` whatever the layout (the layout goes in the variant name). float32
-    inputs give a float32 output; float16 inputs are accumulated in float32 and rounded to a float16 output. The
-    reference is float64 (``conv2d_reference``) on NCHW copies of the inputs.
+    ``stride``: one int or (sh, sw); ``pad``: one int, (ph, pw) (top = bottom, left = right) or (top, bottom, left,
+    right); ``dilation``: one int or (dh, dw); ``groups`` divides c and k (c: depthwise). Semantics: torch's (module
+    docstring). ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` whatever the layout (the layout goes in the variant name),
+    with stride = sh and pad = top; a layer with more appends it (``ConvGeometry.extra``): ``_g32`` groups,
+    ``_d2`` (or ``_d2x1``) dilation, ``_s2x1`` a stride per axis, ``_p0x3`` a padding per axis (ph x pw) or
+    ``_p0x1x0x1`` one per side (top x bottom x left x right), in that order: Inception's 1x7 with pad (0, 3) is
+    ``1x768x17x17x192x1x7x1x0_p0x3``. A plain layer's shape, sizes and module are what they were before these
+    arguments existed. float32 inputs give a float32 output; float16 inputs are accumulated in float32 and rounded to
+    a float16 output. The reference is float64 (``conv2d_reference``) on NCHW copies of the inputs. ``flops`` count
+    the C/groups input channels each output reads.
     """
-    check_conv_params(n, c, h, w, k, r, s, stride, pad, layout)
+    g = check_conv_params(n, c, h, w, k, r, s, stride, pad, layout, dilation=dilation, groups=groups)
     check_dtype(dtype, ("float32", "float16"))
     out_dtype = "float32" if dtype == "float32" else dtype
-    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
-    x_nchw, w_kcrs = (n, c, h, w), (k, c, r, s)
+    oh, ow = g.out_hw(h, w, r, s)
+    x_nchw, w_kcrs = (n, c, h, w), (k, c // g.groups, r, s)
 
     def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
         x = random_array(rng, x_nchw, dtype)
@@ -203,20 +367,22 @@ def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, strid
         return [from_nchw(x, layout), filter_from_kcrs(wt, layout)]
 
     def reference(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
-        out = conv2d_reference(to_nchw(x, layout), filter_to_kcrs(wt, layout), stride=stride, pad=pad)
+        out = conv2d_reference(to_nchw(x, layout), filter_to_kcrs(wt, layout), stride=g.stride, pad=g.pad,
+                               dilation=g.dilation, groups=g.groups)
         return from_nchw(out.astype(np.float32), layout)  # compared in float32 whatever the output dtype
 
     itemsize = np.dtype(dtype).itemsize
-    red = c * r * s
+    red = c // g.groups * r * s
     return Workload(
         name="conv2d",
-        sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
-        dtype=dtype, mod=_module(n, c, h, w, k, r, s, stride, pad, layout, dtype),
+        sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": g.stride[0], "pad": g.pad[0]},
+        dtype=dtype, mod=_module(n, c, h, w, k, r, s, g, layout, dtype),
         make_inputs=make_inputs, reference=reference,
         out_shape=stored_shape((n, k, oh, ow), layout), out_dtype=out_dtype,
         flops=2 * n * k * oh * ow * red,
         bytes=(n * c * h * w + k * red) * itemsize + n * k * oh * ow * np.dtype(out_dtype).itemsize,
-        # as for GEMM: fp32 accumulation over red = c*r*s products differs from float64 by ~1e-7 * red at most;
+        # as for GEMM: fp32 accumulation over red = c/groups*r*s products differs from float64 by ~1e-7 * red at most;
         # a float16 output adds its rounding, half an ulp: 2**-11 of the value (rtol 2e-3 leaves 4x margin)
         tolerance={"rtol": 1e-3 if dtype == "float32" else 2e-3, "atol": 1e-5 * red}, layout=layout,
+        extra=g.extra(),
     )

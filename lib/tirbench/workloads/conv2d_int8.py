@@ -200,7 +200,8 @@ def _module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout):
 
 
 def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
-                relu: bool = True, residual: bool = False, filter_layout: str = "KCRS32") -> Workload:
+                relu: bool = True, residual: bool = False, filter_layout: str = "KCRS32", groups: int = 1,
+                dilation: int = 1) -> Workload:
     """int8 convolution with the fused epilogue, NC/32HW32 (see the module docstring; ``filter_layout``: the
     filter's, one of ``FILTER_LAYOUTS``).
 
@@ -208,9 +209,12 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     reference is exact: the int8 products are summed in float64 (exact below 2^53), then ``requantize``; the output
     must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d`` (the real C); flops count 2
     per multiply-add on the real channels, bytes the tensors as stored (Cg*32 lanes). Any C >= 1: ``make_inputs``
-    zeroes the lanes past C, ``reference`` reads only the first C.
+    zeroes the lanes past C, ``reference`` reads only the first C. One group, no dilation, one stride and one
+    padding only: ``groups``, ``dilation`` and a stride or padding per axis are refused in one line.
     """
-    check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW")
+    geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
+    geometry.require_plain("conv2d_int8")
+    stride, pad = geometry.stride[0], geometry.pad[0]
     check_int8_conv_params(k)
     if filter_layout not in FILTER_LAYOUTS:
         raise ValueError(f"filter_layout={filter_layout!r}: expected one of {', '.join(FILTER_LAYOUTS)}")

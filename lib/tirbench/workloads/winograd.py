@@ -270,9 +270,13 @@ def _module(n: int, c: int, h: int, w: int, k: int, m: int, layout: str) -> tvm.
 
 
 def check_winograd_params(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride: int, pad: int, m: int,
-                          layout: str, dtype: str) -> None:
-    """One-line ValueError for what F(m x m, 3x3) here cannot take: other kernels, strides, padding, m, dtypes."""
-    check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW" if layout not in LAYOUTS else layout)
+                          layout: str, dtype: str, *, groups: int = 1, dilation: int = 1) -> None:
+    """One-line ValueError for what F(m x m, 3x3) here cannot take: other kernels, strides, padding, groups,
+    dilation, m, dtypes."""
+    geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW" if layout not in LAYOUTS else layout,
+                                 dilation=dilation, groups=groups)
+    geometry.require_plain("Winograd F(m x m, 3x3)")
+    stride, pad = geometry.stride[0], geometry.pad[0]
     if (r, s) != (3, 3):
         raise ValueError(f"Winograd F(m x m, 3x3) takes 3x3 kernels, got {r}x{s}")
     if stride != 1:
@@ -287,7 +291,8 @@ def check_winograd_params(n: int, c: int, h: int, w: int, k: int, r: int, s: int
 
 
 def conv2d_winograd(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1,
-                    *, m: int = 4, layout: str = "NCHW", dtype: str = "float32") -> Workload:
+                    *, m: int = 4, layout: str = "NCHW", dtype: str = "float32", groups: int = 1,
+                    dilation: int = 1) -> Workload:
     """A 3x3, stride-1, pad-1 fp32 convolution by Winograd F(m x m, 3x3); ``main(X, U, Y)`` takes the input and the
     transformed filter U[xi, nu, c, k] (``filter_transform``; the same U for both layouts).
 
@@ -297,9 +302,9 @@ def conv2d_winograd(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int =
     with the algorithm, so a wrong B or A fails it. ``flops`` is the direct convolution's 2 N K C H W 9, so GFLOP/s
     are "effective" ones, comparable with cuDNN's (which count the same way whatever algorithm it picks); the GEMM
     does 4/9 (m = 2) or 1/4 (m = 4) of those multiply-adds. ``bytes``: X + U + Y once. Tolerance:
-    ``winograd_tolerance``.
+    ``winograd_tolerance``. ``groups``, ``dilation`` and a stride or padding per axis are refused in one line.
     """
-    check_winograd_params(n, c, h, w, k, r, s, stride, pad, m, layout, dtype)
+    check_winograd_params(n, c, h, w, k, r, s, stride, pad, m, layout, dtype, groups=groups, dilation=dilation)
     alpha = m + 2
 
     def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
