@@ -40,6 +40,7 @@ from tirbench.schedules.spaces.ws_kernels import as_built
 from tirbench.tuning.mutators import MutateCategorical
 from tirbench.tuning.postprocs import cuda_postprocs_keep_storage, wgmma_postprocs
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import require_plain
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
 #: with "tvm_access_ptr element type must match the source buffer".
@@ -162,6 +163,7 @@ def _require_fp16_nhwc_conv(wl: Workload) -> None:
     if wl.name != "conv2d" or wl.dtype != "float16" or wl.layout != "NHWC":
         raise ValueError(f"space='wmma' is the fp16 NHWC conv2d implicit GEMM, not {wl.name} {wl.dtype} "
                          f"{wl.layout or ''}".rstrip())
+    require_plain(wl, "space='wmma'")
 
 
 def _default_pass_config(wl: Workload) -> dict[str, bool]:

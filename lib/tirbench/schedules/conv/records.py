@@ -4,7 +4,7 @@ which workloads it takes). Why the families and their candidates are built as th
 """
 from __future__ import annotations
 
-from tirbench.schedules.common.record import KernelRecord, takes
+from tirbench.schedules.common.record import Accepts, KernelRecord, takes
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
@@ -13,6 +13,23 @@ from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_w
 from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_nhwc_implicit_gemm
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
+from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import plain_refusal
+
+
+def takes_plain(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...]) -> Accepts:
+    """``takes(block, dtypes, layouts)`` that also refuses, in one line, a conv2d layer with groups, dilation, or a
+    stride or padding per axis (``plain_refusal``): every family here schedules one group, an undilated window, one
+    stride and one padding."""
+    accepts = takes(block, dtypes, layouts)
+
+    def plain_accepts(wl: Workload) -> str | None:
+        reason = accepts(wl)
+        more = plain_refusal(wl) if reason is None and wl.name == "conv2d" else None
+        return reason if more is None else f"takes groups 1, dilation 1, one stride and one padding, not {more}"
+
+    return plain_accepts
+
 
 #: The PassContext config of the wgmma / mma.sync kernels (cp.async; storage rewriting stays on for mma's "warp"
 #: buffers).
@@ -21,13 +38,13 @@ CONV_TC_CONFIG = MMA_ASYNC_CONFIG
 #: TVM's classic HWCN schedule (notebook 04 builds it one primitive at a time).
 HWCN_SEED = KernelRecord("hwcn_seed", conv2d_hwcn_classic,
                          {"tile": 8, "threads": 8, "step": 8, "vthreads": 2, "vector": 4},
-                         takes("conv", ("float32", "float16"), ("HWCN",)), needs=())
+                         takes_plain("conv", ("float32", "float16"), ("HWCN",)), needs=())
 #: The same layer as a GEMM per output pixel through the v5 nest; the sweep: the GEMM ladder's fastest fp32 tilings
 #: at 4096^3 (block 128x256, tile_k 16), and smaller blocks for more blocks per SM.
 HWCN_HOPPER = KernelRecord(
     "hwcn_hopper", conv2d_hwcn_implicit_gemm,
     {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
-    takes("conv", ("float32",), ("HWCN",)), SIMT_ASYNC_CONFIG, candidates=(
+    takes_plain("conv", ("float32",), ("HWCN",)), SIMT_ASYNC_CONFIG, candidates=(
         {"block_tile": (128, 128), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "tile_k": 16, "stages": 3, "columns_outer": True},
@@ -40,7 +57,7 @@ HWCN_HOPPER = KernelRecord(
 NCHW_SPLITK = KernelRecord(
     "nchw_splitk", conv2d_nchw_splitk,
     {"split": 16, "block_k": 16, "thread_k": 2, "block_pixels": (7, 7), "step": 8},
-    takes("conv", ("float32",), ("NCHW",)), candidates=(
+    takes_plain("conv", ("float32",), ("NCHW",)), candidates=(
         {"split": 16, "block_k": 16, "thread_k": 2, "block_pixels": (7, 7), "step": 8},
         {"split": 32, "block_k": 32, "thread_k": 4, "block_pixels": (7, 7), "step": 8},
         {"split": 8, "block_k": 32, "thread_k": 4, "block_pixels": (7, 7), "step": 8},
@@ -59,7 +76,7 @@ NCHW_SPLITK = KernelRecord(
 SIMT_GEMM_DEFAULTS = {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16,
                       "stages": 3}
 NCHW_GEMM = KernelRecord(
-    "nchw_gemm", conv2d_nchw_implicit_gemm, SIMT_GEMM_DEFAULTS, takes("conv", ("float32",), ("NCHW",)),
+    "nchw_gemm", conv2d_nchw_implicit_gemm, SIMT_GEMM_DEFAULTS, takes_plain("conv", ("float32",), ("NCHW",)),
     SIMT_ASYNC_CONFIG, candidates=(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
@@ -69,7 +86,7 @@ NCHW_GEMM = KernelRecord(
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
 NHWC_GEMM = KernelRecord(
-    "nhwc_gemm", conv2d_nhwc_implicit_gemm, SIMT_GEMM_DEFAULTS, takes("conv", ("float32",), ("NHWC",)),
+    "nhwc_gemm", conv2d_nhwc_implicit_gemm, SIMT_GEMM_DEFAULTS, takes_plain("conv", ("float32",), ("NHWC",)),
     SIMT_ASYNC_CONFIG, candidates=(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
@@ -80,7 +97,7 @@ NHWC_GEMM = KernelRecord(
     ), needs=("cp_async",))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
 
-FP16_NHWC = takes("conv", ("float16",), ("NHWC",))
+FP16_NHWC = takes_plain("conv", ("float16",), ("NHWC",))
 #: fp16 implicit GEMM on wgmma: wide tiles with the overlapped pipeline for the large GEMMs, 64-row tiles where
 #: K = 64 or the GEMM is small.
 NHWC_WGMMA = KernelRecord(
@@ -142,7 +159,7 @@ NHWC_WMMA = KernelRecord(
     ), needs=("wmma",))
 TENSOR_CORE_TURING: tuple[KernelRecord, ...] = (NHWC_WMMA,)
 
-INT8_NCHW32 = takes("epilogue", ("int8",), ("NCHW32",))
+INT8_NCHW32 = takes_plain("epilogue", ("int8",), ("NCHW32",))
 #: int8 on wgmma: 128-byte swizzled k tiles where the channels allow (128x256 tiles: N = 256 per wgmma), the
 #: interleaved layout for 64 channels (also with L1-caching im2col fills).
 INT8_WGMMA = KernelRecord(

@@ -44,7 +44,7 @@ from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_TMA_WS,
                                              TENSOR_CORE_TURING, WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import output_size
+from tirbench.workloads.conv2d import output_size, require_plain
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
@@ -208,6 +208,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     """The kernel families that take ``wl`` and build for the build's architecture (``built_here``), each with its
     ``keep`` best candidates for it (see the module docstring); a one-line ValueError for a workload no family
     takes."""
+    require_plain(wl, "conv rules: every family")   # groups, dilation, per-axis stride or padding: none takes them
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
         v = gemm_view(wl)   # NCHW_GEMM's rows are output channels, its columns output pixels
         ranked = {NCHW_SPLITK.name: lambda: splitk_candidates(wl, keep),
@@ -256,6 +257,8 @@ def winograd_forms(wl: Workload) -> list[Workload]:
     transform is outside the timed kernel (done once per filter, ahead of time; cuDNN's Winograd transforms its
     filter inside every call, inside its time)."""
     z = wl.sizes
+    if wl.name == "conv2d" and wl.extra:   # groups, dilation, per-axis stride or padding: not Winograd's layer
+        return []
     if (wl.name, wl.dtype) != ("conv2d", "float32") or wl.layout not in ("NCHW", "NHWC") or \
             (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1) or not offered((WINOGRAD,)):
         return []

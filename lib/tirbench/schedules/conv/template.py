@@ -35,6 +35,7 @@ from typing import Union
 from tvm import s_tir
 
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import require_plain
 
 #: The TE template's splits: knob name -> (loop, number of factors).
 TILES: dict[str, tuple[str, int]] = {"tile_f": ("f", 4), "tile_y": ("y", 4), "tile_x": ("x", 4),
@@ -48,10 +49,12 @@ Config = dict[str, Union[list[int], int]]
 
 
 def require_nchw_fp32_conv(wl: Workload, *, param: str = "workload") -> None:
-    """One-line ValueError unless ``wl`` is a float32 NCHW ``conv2d`` workload (what the template schedules)."""
+    """One-line ValueError unless ``wl`` is a float32 NCHW ``conv2d`` workload of one group, no dilation, one stride
+    and one padding (what the template schedules)."""
     if (wl.name, wl.layout, wl.dtype) != ("conv2d", "NCHW", "float32"):
         raise ValueError(f"{param}: the conv2d template needs a float32 NCHW conv2d, not {wl.name} {wl.dtype} "
                          f"{wl.layout or '(no layout)'}")
+    require_plain(wl, param)
 
 
 def _conv_block(sch: s_tir.Schedule) -> s_tir.SBlockRV:

@@ -67,6 +67,7 @@ from tirbench.schedules.common.tiling import (MAX_SHARED_BYTES, REGISTERS_PER_SM
 from tirbench.schedules.gemm.warpgroup import require_wgmma_tiles, tensorize_wgmma, wgmma_nest
 from tirbench.schedules.intrinsics import wgmma
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import require_plain
 
 #: The k tile: one 128-byte swizzled row of halves (what ``"swizzle128"`` needs).
 TILE_K = wgmma.SPACE_TILE_K
@@ -98,9 +99,12 @@ STAND_IN = (2, False)
 
 
 def require_wgmma_workload(wl: Workload, *, param: str = "space='wgmma'") -> None:
-    """One-line ValueError unless ``wl`` is the fp16 GEMM (float32 C, as v8 writes it) or the fp16 NHWC conv2d."""
+    """One-line ValueError unless ``wl`` is the fp16 GEMM (float32 C, as v8 writes it) or the fp16 NHWC conv2d (of
+    one group, no dilation, one stride and one padding)."""
     if wl.dtype == "float16" and ((wl.name == "gemm" and wl.out_dtype == "float32")
                                   or (wl.name == "conv2d" and wl.layout == "NHWC")):
+        if wl.name == "conv2d":
+            require_plain(wl, param)
         return
     what = f"{wl.name} {wl.dtype} {wl.layout or ''}".rstrip()
     what += f" with a {wl.out_dtype} C" if wl.name == "gemm" else ""
