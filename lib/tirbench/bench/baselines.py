@@ -3,10 +3,27 @@
 convolution)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tirbench.bench.harness import Measurement, inputs_and_reference, time_launches, verify_then_time_torch
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import geometry_of
+
+
+def torch_conv_args(wl: Workload) -> tuple[tuple[int, int, int, int] | None, dict[str, Any]]:
+    """How torch computes a ``conv2d`` workload: ``F.pad``'s (left, right, top, bottom) where a padding differs
+    between the two sides of an axis, else None; and ``F.conv2d``'s stride, padding (0 after ``F.pad``), dilation
+    and groups, each one int where the axes agree (a plain layer: ``stride=stride, padding=pad, dilation=1,
+    groups=1``)."""
+    g = geometry_of(wl)
+    top, bottom, left, right = g.pad
+    shortest = g.kwargs()
+    asymmetric = (top, left) != (bottom, right)   # torch's padding is the same on both sides of an axis
+    padding = 0 if asymmetric else top if top == left else (top, left)
+    args = {"stride": shortest["stride"], "padding": padding, "dilation": shortest["dilation"], "groups": g.groups}
+    return ((left, right, top, bottom) if asymmetric else None), args
 
 
 def cudnn_conv2d(wl: Workload, *, channels_last: bool = False, repeats: int = 100, seed: int = 0) -> Measurement:
@@ -20,10 +37,12 @@ def cudnn_conv2d(wl: Workload, *, channels_last: bool = False, repeats: int = 10
         raise ValueError(f"cudnn_conv2d takes an NCHW conv2d workload, got {wl.name} {wl.layout or ''}".strip())
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
-    stride, pad = wl.sizes["stride"], wl.sizes["pad"]
+    pre_pad, args = torch_conv_args(wl)
 
     def conv(x, w):
-        return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+        # an asymmetric padding: F.pad first (torch's padding is one per axis), inside the timed call, so cuDNN's
+        # time has one more kernel, the padded copy of X
+        return torch.nn.functional.conv2d(x if pre_pad is None else torch.nn.functional.pad(x, pre_pad), w, **args)
 
     def to_channels_last(x, w):
         return x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
@@ -54,7 +73,7 @@ def vendor(wl: Workload, *, repeats: int = 100, seed: int = 0) -> Measurement:
     from tirbench.workloads import conv2d
 
     dtype = "float16" if wl.dtype == "int8" else wl.dtype
-    nchw = conv2d(*wl.sizes.values(), layout="NCHW", dtype=dtype)
+    nchw = conv2d(*(wl.sizes[a] for a in "nchwkrs"), layout="NCHW", dtype=dtype, **geometry_of(wl).kwargs())
     return min((cudnn_conv2d(nchw, channels_last=cl, repeats=repeats, seed=seed) for cl in (False, True)),
                key=lambda m: m.timing.median_ms)
 
