@@ -1,6 +1,8 @@
-"""``python -m tirbench.kernel gemm M N K`` / ``conv2d N C H W K R S STRIDE PAD``: the rules' kernels for one
-workload (``kernel.run.best_kernel``), printed as a table. Bad input: one line naming the parameter, exit status 2;
-no verified kernel, or a failure inside TVM: one line, exit status 1."""
+"""``python -m tirbench.kernel gemm M N K`` / ``conv2d N C H W K R S STRIDE PAD [--groups G] [--dilation D]``: the
+rules' kernels for one workload (``kernel.run.best_kernel``), printed as a table. STRIDE and ``--dilation``: one
+integer or two joined by 'x' (per axis, ``2x1``); PAD: one, two (per axis, ``0x3``) or four (top x bottom x left x
+right). Bad input: one line naming the parameter, exit status 2 (as is a layer no family takes: groups, dilation, a
+stride or padding per axis); no verified kernel, or a failure inside TVM: one line, exit status 1."""
 from __future__ import annotations
 
 import argparse
@@ -34,19 +36,36 @@ def _positive(text: str) -> int:
     return value
 
 
+def _per_axis(text: str) -> int | tuple[int, ...]:
+    """"2" -> 2, "2x1" -> (2, 1): one integer, or several joined by 'x' (the workload checks how many and their
+    values)."""
+    try:
+        values = tuple(int(part) for part in text.split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer or integers joined by 'x'") from None
+    return values[0] if len(values) == 1 else values
+
+
 def parser() -> OneLineParser:
     p = OneLineParser(prog="python -m tirbench.kernel", description=__doc__)
     sub = p.add_subparsers(dest="workload", required=True, parser_class=OneLineParser)
     for name, sizes in SIZES.items():
         q = sub.add_parser(name, help=f"sizes {' '.join(sizes)}")
         for size in sizes:
-            q.add_argument(size, type=int, help="an integer")
+            if size in ("STRIDE", "PAD"):
+                q.add_argument(size, type=_per_axis, help="an integer, or integers joined by 'x' (per axis"
+                                                           + (" or per side: TOPxBOTTOMxLEFTxRIGHT)" if size == "PAD"
+                                                              else ": SHxSW)"))
+            else:
+                q.add_argument(size, type=int, help="an integer")
         q.add_argument("--dtype", default="float32", help="float32 or float16" + (", int8" if name == "conv2d" else ""))
         if name == "gemm":
             q.add_argument("--out-dtype", default=None, help="C's dtype: float32 (default) or float16 (fp16 inputs)")
         else:
             q.add_argument("--layout", default=None, help="NCHW or NHWC (default: NCHW for float32, NHWC for "
                                                           "float16; int8 is NC/32HW32)")
+            q.add_argument("--groups", type=int, default=1, help="groups of channels (C: depthwise); default 1")
+            q.add_argument("--dilation", type=_per_axis, default=1, help="an integer or DHxDW; default 1")
         q.add_argument("--keep", type=_positive, default=None, help="candidates per family (default: the rules')")
         q.add_argument("--repeats", type=_positive, default=50, help="timed launches per kernel (GPU)")
         q.add_argument("--seed", type=int, default=0)
@@ -57,11 +76,12 @@ def parser() -> OneLineParser:
 
 
 def workload(args: argparse.Namespace) -> Workload:
-    """The workload the arguments name; one-line ValueError for a bad size, dtype, layout or stride."""
+    """The workload the arguments name; one-line ValueError for a bad size, dtype, layout, stride, padding, groups or
+    dilation."""
     sizes = [getattr(args, size) for size in SIZES[args.workload]]
     if args.workload == "gemm":
         return gemm(*sizes, dtype=args.dtype, out_dtype=args.out_dtype or "float32")
-    return conv_layer(*sizes, dtype=args.dtype, layout=args.layout)
+    return conv_layer(*sizes, dtype=args.dtype, layout=args.layout, groups=args.groups, dilation=args.dilation)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,17 +39,20 @@ def default_out() -> Path:
     return Path("build") / "kernel"
 
 
-def conv_layer(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
-               dtype: str = "float32", layout: str | None = None) -> Workload:
+def conv_layer(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int | Sequence[int] = 1,
+               pad: int | Sequence[int] = 1, *, dtype: str = "float32", layout: str | None = None, groups: int = 1,
+               dilation: int | Sequence[int] = 1) -> Workload:
     """The convolution workload the rules take for these sizes: float32 NCHW (or ``layout``), float16 NHWC, int8
-    NC/32HW32 (the fused requantizing epilogue, no ReLU, no residual); one-line ValueError naming a bad parameter."""
+    NC/32HW32 (the fused requantizing epilogue, no ReLU, no residual); ``stride``, ``pad``, ``groups`` and
+    ``dilation`` as ``conv2d`` takes them; one-line ValueError naming a bad parameter."""
     if dtype == "int8":
         if layout not in (None, "NCHW32"):
             raise ValueError(f"layout={layout!r}: int8 convolutions are stored NC/32HW32 (NCHW32)")
-        return conv2d_int8(n, c, h, w, k, r, s, stride, pad, relu=False, residual=False)
+        return conv2d_int8(n, c, h, w, k, r, s, stride, pad, relu=False, residual=False, groups=groups,
+                           dilation=dilation)
     if dtype not in ("float32", "float16"):
         raise ValueError(f"dtype={dtype!r}: the conv rules take float32, float16 or int8")
-    return conv2d_workload(n, c, h, w, k, r, s, stride, pad, dtype=dtype,
+    return conv2d_workload(n, c, h, w, k, r, s, stride, pad, dtype=dtype, groups=groups, dilation=dilation,
                            layout=layout or ("NHWC" if dtype == "float16" else "NCHW"))
 
 
@@ -123,7 +126,9 @@ def gemm(m: int, n: int, k: int, *, dtype: str = "float32", out_dtype: str = "fl
     return best_kernel(gemm_workload(m, n, k, dtype=dtype, out_dtype=out_dtype), **options)
 
 
-def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
-           dtype: str = "float32", layout: str | None = None, **options: Any) -> KernelResult:
+def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int | Sequence[int] = 1,
+           pad: int | Sequence[int] = 1, *, dtype: str = "float32", layout: str | None = None, groups: int = 1,
+           dilation: int | Sequence[int] = 1, **options: Any) -> KernelResult:
     """``best_kernel`` of the convolution ``conv_layer`` makes of these sizes (``options``: ``best_kernel``'s)."""
-    return best_kernel(conv_layer(n, c, h, w, k, r, s, stride, pad, dtype=dtype, layout=layout), **options)
+    return best_kernel(conv_layer(n, c, h, w, k, r, s, stride, pad, dtype=dtype, layout=layout, groups=groups,
+                                  dilation=dilation), **options)
