@@ -11,7 +11,7 @@ from tirbench.bench.results import append_rows
 from tirbench.core.machine import PEAKS
 from tirbench.report.index import index_html, main_plot, write_index
 from tirbench.report import overview
-from tirbench.tuning import throughput
+from tirbench.tuning import spread, throughput
 from tirbench.tuning.history import trials_done
 from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import conv2d_winograd
@@ -167,3 +167,25 @@ def test_throughput_plot_by_setup_and_gpus_and_without_a_file(root):
     assert [t.get_text() for t in h100.get_legend().get_texts()] == ["tuned", "stock"]
     h200 = next(ax for ax in fig.axes if "H200" in ax.get_title())
     assert [t.get_text() for t in h200.get_legend().get_texts()] == ["tuned"]   # no empty "stock" entry
+
+
+def test_spread_scaling_against_one_gpu_and_without_a_file(root):
+    empty = overview.scaling_figure(overview.network_tuning(root))   # no network_tuning.csv yet
+    assert "no spread tuning run recorded yet" in empty.axes[0].texts[0].get_text()
+    base = dict(timestamp="2026-11-27T00:00:00+00:00", hosts=1, engine="dask", space="rules", tasks=23,
+                trials_per_task=32)
+    rows = [dict(base, run_id=f"r{i}", gpu=gpu, gpus=n, new_trials=736, wall_s=wall, trials_per_min=60 * 736 / wall)
+            for i, (gpu, n, wall) in enumerate([(H200, 1, 800.0), (H200, 2, 440.0), (H200, 2, 500.0),
+                                                (H200, 4, 250.0), ("cpu", 2, 100.0)])]
+    path = spread.row_path(root, [], gpu=True)
+    for row in rows:
+        spread.append_row(path, row)
+    runs = overview.network_tuning(root)
+    assert "cpu" not in set(runs["gpu"])
+    table = overview.scaling_table(runs).set_index("gpus")
+    assert list(table.index) == [1, 2, 4] and table.loc[2, "run_id"] == "r1"   # the faster of the two 2-GPU runs
+    assert table.loc[2, "speedup"] == pytest.approx(800 / 440) and table.loc[4, "speedup"] == pytest.approx(3.2)
+    fig = overview.scaling_figure(runs)
+    measured, ideal = fig.axes[0].lines
+    assert list(measured.get_xdata()) == [1, 2, 4] and list(ideal.get_ydata()) == pytest.approx(
+        [60 * 736 / 800 * n for n in (1, 2, 4)])

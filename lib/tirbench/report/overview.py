@@ -28,7 +28,7 @@ from tirbench.bench.results import gpu_label, is_ptx
 from tirbench.core.machine import Peak, peak_for, peak_key
 from tirbench.report.published import labelled_results, shown_variant
 from tirbench.tuning.spaces import SPACES
-from tirbench.tuning import throughput
+from tirbench.tuning import spread, throughput
 from tirbench.tuning.history import tuning_history
 from tirbench.tuning.logs import tuning_chunks
 from tirbench.workloads import Workload, conv2d, conv2d_winograd, gemm
@@ -349,5 +349,53 @@ def throughput_figure(df: pd.DataFrame) -> plt.Figure:
                            if (g["setup"] == s).any()], fontsize=7, loc="lower right", title="setup",
                   title_fontsize=7)
         ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def network_tuning(root: Path) -> pd.DataFrame:
+    """The GPU rows of ``results/tuning/network_tuning.csv`` (``tuning.spread``: one row per run of tasks spread over
+    GPUs); empty without the file."""
+    path = spread.row_path(root, [], gpu=True)
+    if not path.exists():
+        return pd.DataFrame(columns=spread.ROW_COLUMNS)
+    df = pd.read_csv(path)
+    return df[df["gpu"] != "cpu"].reset_index(drop=True)
+
+
+def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU model, space and task set (tasks x trials per task) and number of GPUs: the fastest run's trials per
+    minute, its wall time, and the speed-up over the same task set's one-GPU run (NaN where none is recorded)."""
+    if df.empty:
+        return pd.DataFrame()
+    keys = ["gpu", "space", "tasks", "trials_per_task"]
+    best = df.sort_values("trials_per_min").groupby([*keys, "gpus"]).tail(1)
+    one = best[best["gpus"] == 1].set_index(keys)["trials_per_min"]
+    best = best.assign(speedup=[r.trials_per_min / one.get(tuple(getattr(r, k) for k in keys), math.nan)
+                                for r in best.itertuples()])
+    return best[[*keys, "gpus", "hosts", "run_id", "wall_s", "trials_per_min", "speedup"]].sort_values([*keys, "gpus"])
+
+
+def scaling_figure(df: pd.DataFrame) -> plt.Figure:
+    """Trials per minute against the number of GPUs (``scaling_table``), a line per GPU model, space and task set,
+    beside the ideal (the one-GPU rate times the GPUs); a note where nothing is recorded."""
+    table = scaling_table(df)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if table.empty:
+        ax.text(0.5, 0.5, "no spread tuning run recorded yet\n(results/tuning/network_tuning.csv)", ha="center",
+                va="center", transform=ax.transAxes, color="0.4")
+        ax.set_axis_off()
+        return fig
+    for i, (key, g) in enumerate(table.groupby(["gpu", "space", "tasks", "trials_per_task"], sort=True)):
+        ax.plot(g["gpus"], g["trials_per_min"], "o-", color=f"C{i}",
+                label=f"{key[0]}, {key[1]} space, {key[2]} tasks x {key[3]} trials")
+        base = g.loc[g["gpus"] == 1, "trials_per_min"]
+        if len(base):
+            ax.plot(g["gpus"], base.iloc[0] * g["gpus"], ":", color=f"C{i}", alpha=0.6)
+    ax.set(xlabel="GPUs", ylabel="trials per minute", title="Tuning spread over GPUs (dotted: linear)")
+    ax.set_xticks(sorted(table["gpus"].unique()))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig
