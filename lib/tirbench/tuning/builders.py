@@ -30,6 +30,8 @@ from tvm.s_tir.meta_schedule.utils import cpu_count
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from tirbench.core.build import build_with_config, export_shared
+from tirbench.core.gpu import current_gpu
+from tirbench.core.machine import builds_ptx, use_ptx
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.kernels import export_hashed, write_hash
 from tirbench.tuning.phases import call_timed, start_log, timed
@@ -106,7 +108,8 @@ def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str 
     start_log()
     spec = as_space(space)
     config = spec.pass_config(wl)
-    initializer = timed("worker_init", import_tensor_intrin) if uses_tensor_cores(wl) else None
+    init = worker_init(wl)
+    initializer = timed("worker_init", init) if init else None
     if setup == "stock":
         f_build = functools.partial(build_candidate, spec.as_built, config) if config or spec.as_built else \
             _stock_build
@@ -115,6 +118,23 @@ def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str 
                                        initializer=initializer)
     return PersistentBuilder(functools.partial(build_candidate, spec.as_built, config), initializer=initializer,
                              max_workers=build_workers())
+
+
+def worker_init(wl: Workload, arch: str | None = None) -> Callable[[], None] | None:
+    """What each builder worker runs first: the tensor intrinsics registered where ``wl``'s candidates use tensor
+    cores, and CUDA compiled to PTX where the build's architecture (``arch``, default ``current_gpu().arch``, what
+    ``cuda_target()`` builds for) is older than the GPU's (``machine.builds_ptx``: the workers have no GPU context to
+    tell, and a cubin for an older architecture does not load); None where neither."""
+    arch = arch or current_gpu().arch
+    tensor, ptx_arch = uses_tensor_cores(wl), arch if builds_ptx(arch) else None
+    return functools.partial(_init_worker, tensor, ptx_arch) if tensor or ptx_arch else None
+
+
+def _init_worker(tensor_intrinsics: bool, ptx_arch: str | None) -> None:
+    if tensor_intrinsics:
+        import_tensor_intrin()
+    if ptx_arch:
+        use_ptx(ptx_arch)
 
 
 def build_workers() -> int | None:
