@@ -1,0 +1,77 @@
+"""The suite's layer behind a ``relax.nn.conv2d`` call: its sizes, geometry and dtype read from the call, as a
+``workloads.conv2d`` workload in the layout a kernel family wants.
+
+Relax states padding as (top, left, bottom, right) (``topi.nn.get_pad_tuple``); the suite as (top, bottom, left,
+right) (``workloads.conv2d.ConvGeometry``): ``layer_of`` reorders it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+
+from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import ConvGeometry, conv2d, conv_geometry
+
+#: The dtypes the suite's conv workloads take (``workloads.conv2d``).
+DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """A convolution of ``n`` images of ``c`` x ``h`` x ``w`` with ``k`` filters of ``c/groups`` x ``r`` x ``s``,
+    inputs of ``dtype``, written as ``out_dtype`` by the Relax call."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    geometry: ConvGeometry
+    dtype: str
+    out_dtype: str
+
+    def workload(self, layout: str) -> Workload:
+        """The layer as the suite's workload stored in ``layout`` (a one-line ValueError where it cannot be one)."""
+        return conv2d(self.n, self.c, self.h, self.w, self.k, self.r, self.s, **self.geometry.kwargs(),
+                      layout=layout, dtype=self.dtype)
+
+
+def _static(expr: relax.Expr, what: str) -> tuple[int, ...]:
+    """The static shape of a tensor argument, or a one-line ValueError."""
+    shape = getattr(expr.ty, "shape", None)
+    if shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
+        raise ValueError(f"conv2d {what} has no static shape ({expr.ty})")
+    return tuple(int(d) for d in shape.values)
+
+
+def is_conv2d(expr: relax.Expr) -> bool:
+    """Whether ``expr`` is a call of ``relax.nn.conv2d``."""
+    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.nn.conv2d"
+
+
+def layer_of(call: relax.Call) -> ConvLayer:
+    """The layer a ``relax.nn.conv2d`` call computes; a one-line ValueError for one the suite's workloads cannot
+    state: another layout than NCHW data / OIHW weights / NCHW output, a dtype other than float32 or float16 (or
+    data and weights of two dtypes), an output of another dtype than the inputs' (fp16 inputs written as float32
+    excepted: ``dispatch`` casts the kernel's float16 output), or a shape that is not static."""
+    attrs = call.attrs
+    layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
+    if layouts != ("NCHW", "OIHW", "NCHW"):
+        raise ValueError(f"conv2d takes NCHW data, OIHW weights and an NCHW output here, not {'/'.join(layouts)}")
+    data, weight = call.args
+    dtype, wdtype, out_dtype = str(data.ty.dtype), str(weight.ty.dtype), str(call.ty.dtype)
+    if dtype != wdtype or dtype not in DTYPES:
+        raise ValueError(f"conv2d takes float32 or float16 data and weights of one dtype, not {dtype} and {wdtype}")
+    if out_dtype != dtype and (dtype, out_dtype) != ("float16", "float32"):
+        raise ValueError(f"conv2d of {dtype} inputs writes {dtype} here, not {out_dtype}")
+    (n, c, h, w), (k, cg, r, s) = _static(data, "data"), _static(weight, "weight")
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    geometry = conv_geometry(tuple(int(v) for v in attrs.strides), (top, bottom, left, right),
+                             tuple(int(v) for v in attrs.dilation), int(attrs.groups))
+    if cg * geometry.groups != c:
+        raise ValueError(f"conv2d weight has {cg} channels per group; data has {c} in {geometry.groups} groups")
+    return ConvLayer(n, c, h, w, k, r, s, geometry, dtype, out_dtype)
