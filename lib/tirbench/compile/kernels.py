@@ -77,11 +77,12 @@ def relax_callable(func: tirx.PrimFunc, record: KernelRecord, params: Mapping[st
 
 
 def _picks(wl: Workload, choices: Choices | None) -> list[tuple[KernelRecord, Mapping[str, Any], str]]:
-    """The recorded choice where the rules still offer it on ``wl`` itself, then each family's first candidate."""
+    """The recorded choice where the rules still offer it on ``wl`` itself, then each family's best candidate
+    (``keep=1``: the rules rank every candidate by scheduling it, and stop at the first that schedules)."""
     recorded = choices.recorded(wl) if choices is not None else None
     found = offered(wl, recorded) if recorded is not None else None
     first = [(found[1], found[2], "recorded")] if found and found[0].name == wl.name else []
-    return first + [(record, dict(record.candidates[0]), "rules") for record in rule_records(wl)]
+    return first + [(record, dict(record.candidates[0]), "rules") for record in rule_records(wl, keep=1)]
 
 
 def choose_kernel(wl: Workload, *, choices: Choices | None = None, serial: bool = False) -> ConvKernel:

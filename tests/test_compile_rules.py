@@ -1,0 +1,221 @@
+"""The conv rules inside a Relax compile (``tirbench.compile``, issue 44 item 1): the convs the rules take become
+``R.call_tir`` of their kernels (NCHW fp32; fp16 on the NHWC tensor-core families between transposes), a conv they
+refuse stays ``relax.nn.conv2d`` for DLight, the whole module compiles for sm_90a and sm_80 (CUDA checked by nvcc),
+and on llvm the model and each dispatched kernel match the float64 reference."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tirbench.bench.choose import Choice, Choices, families_offered
+from tirbench.bench.harness import run_checked
+from tirbench.compile.dispatch import dispatch_convs, pass_config_of
+from tirbench.compile.pipeline import compile_model, passes
+from tirbench.core.build import build
+from tirbench.core.cuda_source import nvcc_report
+from tirbench.core.gpu import ARCH_ENV
+from tirbench.core.machine import cpu_target, target_for
+from tirbench.schedules.conv.rules import rule_records
+from tirbench.workloads import conv2d
+from tirbench.workloads.conv2d import conv2d_reference
+
+
+@pytest.fixture(autouse=True)
+def _default_build(monkeypatch):
+    """No GPU and no ``TIRBENCH_ARCH`` unless a test sets it (the rules read the build's arch)."""
+    monkeypatch.delenv(ARCH_ENV, raising=False)
+    monkeypatch.setenv("TIRBENCH_FORCE_CPU", "1")
+
+
+@I.ir_module
+class Fp32:
+    """A 3x3 conv + bias + ReLU, a 1x1, and a grouped 3x3 (groups 3: the rules refuse it)."""
+
+    @R.function
+    def main(x: R.Tensor((1, 16, 14, 14), "float32"), w1: R.Tensor((32, 16, 3, 3), "float32"),
+             b1: R.Tensor((1, 32, 1, 1), "float32"), w2: R.Tensor((24, 32, 1, 1), "float32"),
+             w3: R.Tensor((24, 8, 3, 3), "float32")) -> R.Tensor((1, 24, 14, 14), "float32"):
+        with R.dataflow():
+            y1 = R.nn.relu(R.add(R.nn.conv2d(x, w1, strides=1, padding=1), b1))
+            y2 = R.nn.conv2d(y1, w2)
+            y3 = R.nn.conv2d(y2, w3, padding=1, groups=3)
+            R.output(y3)
+        return y3
+
+
+@I.ir_module
+class Fp16:
+    """An fp16 3x3 conv + bias + ReLU written as float16, and a 1x1 written as float32 (ToMixedPrecision's form)."""
+
+    @R.function
+    def main(x: R.Tensor((2, 64, 14, 14), "float16"), w1: R.Tensor((64, 64, 3, 3), "float16"),
+             b1: R.Tensor((1, 64, 1, 1), "float16"),
+             w2: R.Tensor((128, 64, 1, 1), "float16")) -> R.Tensor((2, 128, 14, 14), "float32"):
+        with R.dataflow():
+            y1 = R.nn.relu(R.add(R.nn.conv2d(x, w1, padding=1, out_dtype="float16"), b1))
+            y2 = R.nn.conv2d(y1, w2, out_dtype="float32")
+            R.output(y2)
+        return y2
+
+
+def calls(mod: tvm.IRModule, name: str) -> list[relax.Call]:
+    found = []
+    relax.analysis.post_order_visit(
+        mod["main"], lambda e: found.append(e) if isinstance(e, relax.Call) and getattr(e.op, "name", "") == name
+        else None)
+    return found
+
+
+def kernels(mod: tvm.IRModule) -> dict[str, tvm.tirx.PrimFunc]:
+    """The dispatched PrimFuncs by name."""
+    return {gv.name_hint: f for gv, f in mod.functions_items()
+            if isinstance(f, tvm.tirx.PrimFunc) and "tirbench.kernel" in f.attrs}
+
+
+def cuda_of(ex: tvm.runtime.Executable) -> str:
+    (host,) = ex.mod.imports
+    return next(m for m in host.imports if m.kind == "cuda").inspect_source()
+
+
+def kernel_source(src: str, name: str) -> str:
+    """The CUDA of the kernels TVM made from the PrimFunc ``name`` (``<name>_kernel``, ``<name>_kernel_1``, ...)."""
+    parts = re.split(r'(?=extern "C" __global__)', src)
+    return "".join(p for p in parts if re.match(rf'[^;{{]*\b{re.escape(name)}_kernel(_\d+)?\([^;]*\{{', p))
+
+
+def test_the_pass_calls_the_rules_kernels_marked_for_relax_and_leaves_the_refused_conv():
+    mod, notes = dispatch_convs(Fp32, target_for("sm_90a"))
+    funcs = kernels(mod)
+    assert sorted(funcs) == ["nchw_splitk_1x16x14x14x32x3x3x1x1", "nchw_splitk_1x32x14x14x24x1x1x1x0"]
+    assert len(calls(mod, "relax.call_tir")) == 2
+    (left,) = calls(mod, "relax.nn.conv2d")   # the grouped conv, refused in rule_records' own line
+    assert int(left.attrs.groups) == 3
+    refused = conv2d(1, 24, 14, 14, 24, 3, 3, 1, 1, groups=3)
+    with pytest.raises(ValueError) as err:
+        rule_records(refused)
+    assert str(notes[2]) == f"conv2d {refused.shape} float32: left to DLight ({err.value})"
+    assert all(str(n).endswith("(rules)") and "nchw_splitk{" in str(n) for n in notes[:2])
+    for func in funcs.values():   # DLight skips it, FuseOps fuses nothing into it, Relax names it
+        assert bool(func.attrs["tirx.is_scheduled"]) and int(func.attrs["op_pattern"]) == 8
+        assert "global_symbol" not in func.attrs and bool(func.attrs["tirx.noalias"])
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_the_model_compiles_for_the_gpu_with_the_rules_kernels_and_dlights(monkeypatch, arch):
+    """Code generation only (no GPU): the split-K kernels (partial sums, then their sum) beside DLight's conv2d and
+    the fused bias + ReLU; nvcc compiles the whole CUDA for the arch."""
+    monkeypatch.setenv(ARCH_ENV, arch)
+    src = cuda_of(compile_model(Fp32, target_for(arch)))
+    for name in ("nchw_splitk_1x16x14x14x32x3x3x1x1", "nchw_splitk_1x32x14x14x24x1x1x1x0"):
+        ours = kernel_source(src, name)
+        assert ours.count("__global__") == 2 and "Y_rf" in ours, name
+    assert kernel_source(src, "conv2d") and kernel_source(src, "fused_add_relu")
+    assert any("registers" in line for line in nvcc_report(src, arch))
+
+
+def test_without_the_rules_every_conv_goes_to_dlight():
+    assert passes(Fp32, target_for("sm_90a"), rules=False) == []
+    src = cuda_of(compile_model(Fp32, target_for("sm_90a"), rules=False))
+    assert "Y_rf" not in src and "nchw_splitk" not in src
+
+
+def test_on_llvm_the_model_and_each_dispatched_kernel_match_float64(rng):
+    """The rules' kernels without thread bindings (``core.serial``), run by Relax's VM on llvm; and each dispatched
+    PrimFunc alone, checked against its workload's reference (``harness.run_checked``)."""
+    ex = compile_model(Fp32, cpu_target())
+    args = [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype("float32") for p in Fp32["main"].params]
+    out = relax.VirtualMachine(ex, tvm.cpu())["main"](*map(tvm.runtime.tensor, args)).numpy()
+    x, w1, b1, w2, w3 = args
+    ref = np.maximum(conv2d_reference(x, w1, stride=1, pad=1) + b1, 0)
+    ref = conv2d_reference(conv2d_reference(ref, w2, stride=1, pad=0), w3, stride=1, pad=1, groups=3)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+    mod, _ = dispatch_convs(Fp32, cpu_target())
+    for name, func in kernels(mod).items():
+        wl = conv2d(*map(int, name.rsplit("_", 1)[1].split("x")))
+        run_checked(wl, build(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), cpu_target()),
+                    tvm.cpu(0), what=name)
+
+
+@pytest.mark.parametrize("arch,marker", [("sm_90a", r"wgmma\w*_mma_async"), ("sm_80", r"mma\.sync\.aligned\.m16n8k16")])
+def test_fp16_layers_run_on_the_nhwc_tensor_core_families_between_transposes(monkeypatch, arch, marker):
+    monkeypatch.setenv(ARCH_ENV, arch)
+    mod, notes = dispatch_convs(Fp16, target_for(arch))
+    family = "nhwc_wgmma" if arch == "sm_90a" else "nhwc_mma"
+    assert sorted(kernels(mod)) == [f"{family}_2x64x14x14x128x1x1x1x0", f"{family}_2x64x14x14x64x3x3x1x1"], notes
+    assert not calls(mod, "relax.nn.conv2d")
+    assert len(calls(mod, "relax.permute_dims")) == 6   # data, weights and output of each layer
+    (cast,) = calls(mod, "relax.astype")                  # the layer the model writes as float32
+    assert str(cast.ty.dtype) == "float32"
+    assert pass_config_of(mod) == {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": False}
+    src = cuda_of(compile_model(mod, target_for(arch)))   # already dispatched: the pass finds no conv left
+    for name in kernels(mod):
+        assert re.search(marker, kernel_source(src, name)), name   # wgmma: through TVM's inline-asm helper
+    assert any("registers" in line for line in nvcc_report(src, arch))
+
+
+def test_a_recorded_choice_is_used_where_the_rules_still_offer_it(tmp_path):
+    wl = conv2d(1, 16, 14, 14, 32, 3, 3, 1, 1)
+    gemm_family = rule_records(wl)[1]
+    assert gemm_family.name == "nchw_gemm"
+    choices = Choices(tmp_path / "choices.csv")
+    choices.remember(wl, Choice("nchw_gemm", dict(gemm_family.candidates[1]), 1.0, families=families_offered(wl)),
+                     "NVIDIA H100 80GB HBM3")
+    mod, notes = dispatch_convs(Fp32, target_for("sm_90a"), choices)
+    assert str(notes[0]).endswith("(recorded)") and "nchw_gemm{" in str(notes[0])
+    assert str(notes[1]).endswith("(rules)")   # no recorded choice for the 1x1
+    assert pass_config_of(mod) == {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
+    src = cuda_of(compile_model(mod, target_for("sm_90a")))
+    assert "cp_async" in kernel_source(src, f"nchw_gemm_{wl.shape}")
+
+
+def test_bad_input_is_one_line():
+    with pytest.raises(ValueError, match=r"^compile_model takes an IRModule with a Relax function main, not str$"):
+        compile_model("resnet", target_for("sm_90a"))
+    with pytest.raises(ValueError, match=r"^target arch sm_80, but the rules build for sm_90a: set "
+                                         r"TIRBENCH_ARCH=sm_80$"):
+        compile_model(Fp32, target_for("sm_80"))
+    with pytest.raises(ValueError, match=r"^the conv rules build for cuda or llvm targets, not vulkan$"):
+        compile_model(Fp32, {"kind": "vulkan"})
+    with pytest.raises(ValueError, match=r"^target 'no-such-target' is not a TVM target: ") as err:
+        compile_model(Fp32, "no-such-target")
+    assert "\n" not in str(err.value)
+
+
+def test_a_conv_the_suite_cannot_state_is_left_with_its_reason():
+    @I.ir_module
+    class Nhwc:
+        @R.function
+        def main(x: R.Tensor((1, 14, 14, 16), "float32"),
+                 w: R.Tensor((3, 3, 16, 32), "float32")) -> R.Tensor((1, 14, 14, 32), "float32"):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, padding=1, data_layout="NHWC", kernel_layout="HWIO")
+                R.output(y)
+            return y
+
+    mod, (note,) = dispatch_convs(Nhwc, target_for("sm_90a"))
+    assert str(note) == "conv2d: left to DLight (conv2d takes NCHW data, OIHW weights and an NCHW output here, " \
+                        "not NHWC/HWIO/NHWC)"
+    assert len(calls(mod, "relax.nn.conv2d")) == 1
+
+
+def test_batch_norms_are_folded_first():
+    @I.ir_module
+    class WithBn:
+        @R.function
+        def main(x: R.Tensor((1, 16, 14, 14), "float32")) -> R.Tensor((1, 16, 14, 14), "float32"):
+            with R.dataflow():
+                y = R.nn.batch_norm(x, R.const(np.ones(16, "float32")), R.const(np.zeros(16, "float32")),
+                                    R.const(np.zeros(16, "float32")), R.const(np.ones(16, "float32")), axis=1)
+                R.output(y)
+            return y[0]
+
+    names = [p.info.name for p in passes(WithBn, target_for("sm_90a"))]
+    assert names[:2] == ["FoldBatchnormToConv2D", "FoldConstant"] and names[2] == "tirbench.DispatchConvRules"
+    assert [p.info.name for p in passes(Fp32, target_for("sm_90a"))] == ["tirbench.DispatchConvRules",
+                                                                         "FoldConstant"]
