@@ -8,7 +8,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "tirbench"
 #: Floors, bottom first: a module imports only modules of its own floor or of floors below.
-FLOORS = ["core", "workloads", "schedules", "bench", "kernel", "tuning", "report"]
+FLOORS = ["core", "workloads", "schedules", "bench", "compile", "kernel", "tuning", "report"]
 #: Inside schedules, the families' floors.
 SCHEDULE_FLOORS = ["common", "intrinsics", "elementwise", "window", "gemm", "conv", "spaces"]
 MAX_LINES = 450
