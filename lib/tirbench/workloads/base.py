@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import tvm
@@ -48,8 +48,13 @@ class Workload:
     @property
     def shape(self) -> str:
         """Sizes joined by 'x', then each of ``extra`` as ``_<tag><value>``: the ``shape`` column of the results CSV."""
-        tags = "".join(f"_{tag}{'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for tag, v in self.extra.items())
-        return "x".join(str(v) for v in self.sizes.values()) + tags
+        return shape_text(self.sizes.values(), self.extra)
+
+
+def shape_text(sizes: Iterable[int], extra: dict[str, int | tuple[int, ...]]) -> str:
+    """``sizes`` joined by 'x', then each of ``extra`` as ``_<tag><value>`` (a tuple's items joined by 'x')."""
+    tags = "".join(f"_{tag}{'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for tag, v in extra.items())
+    return "x".join(str(v) for v in sizes) + tags
 
 
 def check_dtype(dtype: str, allowed: Sequence[str]) -> None:
