@@ -1,7 +1,7 @@
-"""ResNet-50's convolutions as one network (notebook 08): per layer, the conv rules' kernel (variant ``rules``) beside
-cuDNN's faster layout, and the network's time, the sum over layers of time x count, from a results frame. Each
-config's rows come from the latest run that measured it; int8 is compared with cuDNN's fp16 rows of the same shape
-(torch has no int8 cuDNN convolution)."""
+"""A network's convolutions as one network (notebook 08: ResNet-50; ``workloads.networks`` has four more): per
+layer, the conv rules' kernel (variant ``rules``) beside cuDNN's faster layout, and the network's time, the sum over
+layers of time x count, from a results frame. Each config's rows come from the latest run that measured it; int8 is
+compared with cuDNN's fp16 rows of the same shape (torch has no int8 cuDNN convolution)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tirbench.bench.results import latest_run_where
-from tirbench.workloads.resnet50 import ConvLayer
+from tirbench.workloads.layers import ConvLayer
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8"}   # config -> dtype of its TVM rows
 CUDNN_DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "float16"}   # config -> dtype of its cuDNN rows
@@ -19,8 +19,9 @@ MS_COLUMNS = ["layer", "count", "trials", "rules_ms", "ms_rules_ms", "cudnn_ms"]
 
 
 def layer_shape(layer: ConvLayer, batch: int) -> str:
-    """The ``shape`` column of ``layer``'s rows at ``batch`` (that of its conv2d and conv2d_int8 workloads)."""
-    return "x".join(str(size) for size in layer.shape(batch))
+    """The ``shape`` column of ``layer``'s rows at ``batch`` (that of its conv2d and conv2d_int8 workloads; a grouped,
+    dilated or per-axis layer's with its suffix, ``_g32``...)."""
+    return layer.shape_name(batch)
 
 
 def _rules_rows(df: pd.DataFrame, config: str) -> pd.Series:
