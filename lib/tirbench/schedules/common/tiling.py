@@ -211,7 +211,8 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
     """The loop nest of ``gemm.simt._simt`` once the loops are split, shared with the MetaSchedule space (``gemm_v5_space``)
     and the implicit-GEMM convolution (``tirbench.schedules.conv.direct``).
 
-    ``rows`` / ``cols``: (block, warp, lane, *thread-tile loops) of m / n; ``k_loops``: (k tile, k in tile).
+    ``rows`` / ``cols``: (block, warp, lane, *thread-tile loops) of m / n; ``k_loops``: (k tile, k in tile); the
+    block's buffers may have batch axes before their two GEMM axes (a batched GEMM, its batch bound by the caller).
     ``threads=None``: the threads per block are not known while scheduling (sampled tile sizes), so the
     cooperative fetches are left to MetaSchedule's ``RewriteCooperativeFetch`` postprocessor. ``a_k_major``: the
     block's first read (A) is already stored k-major in global memory (a convolution's filter), so its shared tile
@@ -234,8 +235,9 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
         sch.compute_at(tile, ko)
         vec = vector if idx == a_read or b_fill_vector is None else b_fill_vector
         if vector > 1 and idx == a_read and not a_k_major:
-            sch.transform_layout(tile, ("write", 0), lambda r, c: (c, r))
-            sch.storage_align(tile, 0, axis=0, factor=32, offset=vector)
+            sch.transform_layout(tile, ("write", 0), lambda *ix: (*ix[:-2], ix[-1], ix[-2]))  # after batch axes
+            rank = len(sch.get(tile).writes[0].source.shape)
+            sch.storage_align(tile, 0, axis=rank - 2, factor=32, offset=vector)
             vec = 1 if async_copy else vector  # cp.async needs a contiguous destination
         fused = sch.fuse(*sch.get_loops(tile)[-2:])
         if threads is None:  # the postprocessor reads the vector width from a (one-candidate) sampled value

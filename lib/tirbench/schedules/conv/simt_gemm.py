@@ -28,7 +28,8 @@ from __future__ import annotations
 from tvm import s_tir
 from tvm.tirx import IndexMap
 
-from tirbench.schedules.common.tiling import has_block
+from tirbench.schedules.common.padding import pad_to_tiles, padded_extents
+from tirbench.schedules.common.tiling import check_simt_tiles, has_block, simt_nest
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import (default_channel_block, inline_im2col, pixel_index,
                                                   reindex_channels_last)
@@ -68,6 +69,65 @@ def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     sch.transform_layout(blk, ("read", 1), lambda f, rc, ry, rx: (f, k_index(rc, ry, rx)))
     sch.transform_layout(blk, ("write", 0), lambda b, f, y, x: (f, column(b, y, x)))
     sch.transform_block_layout(sch.get_sblock("Y_reindex"), lambda b, f, y, x: (f, column(b, y, x)))
+    return sch
+
+
+def groups_of(sch: s_tir.Schedule) -> int:
+    """The groups of an NCHW convolution's block "conv": input channels over the channels each output reads."""
+    blk, ext = conv_block(sch, "NCHW")
+    return int(sch.get(blk).reads[0].source.shape[1]) // ext["c"]
+
+
+#: The grouped NCHW "conv" block's variables once the output channel is split into (group, channel in group).
+_GROUPED_VARS = ("g", "j", "b", "y", "x", "rc", "ry", "rx")
+
+
+def _access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str) -> list[str]:
+    """The block variables (by ``_GROUPED_VARS`` name) that index ``buffer`` in ``blk``, in order: a reindexed
+    buffer's axes (TVM leaves out the variables an access does not use, such as 1-wide ones)."""
+    block = sch.get(blk)
+    names = {v.var.name: name for v, name in zip(block.iter_vars, _GROUPED_VARS)}
+    region = next(r for r in (*block.reads, *block.writes) if r.source.name == buffer)
+    return [names[str(axis.min)] for axis in region.region]
+
+
+def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
+    """Reindex the grouped NCHW float32 convolution's block "conv" into a batched GEMM block, one GEMM per group
+    (loops: group, output channel in group, (image, pixel), (c, r, s) of the group), A = the group's filter rows, B
+    = the im2col of the group's input channels, C = the group's output channels; the output copy "Y_reindex" into
+    the same (group, m, n) order. A group of one output channel is refused in one line."""
+    blk, ext = conv_block(sch, "NCHW")
+    _require_float32(sch, "NCHW")
+    groups, (r, s) = groups_of(sch), (ext["r"], ext["s"])
+    kg = ext["k"] // groups
+    if kg == 1 or ((ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1):
+        raise ValueError(f"the grouped NCHW implicit GEMM takes at least 2 output channels per group and an output "
+                         f"of at least 2x2 pixels under a window; this layer has {kg} and {ext['oh']}x{ext['ow']}")
+    column = pixel_index(ext)
+    widths = {"rc": ext["c"], "ry": r, "rx": s}
+
+    def k_index(at):   # (c, r, s) of the group; a 1-wide axis gets no term (TVM's bijectivity check trips on it)
+        return sum((at.get(a, 0) * {"rc": r * s, "ry": s, "rx": 1}[a] for a in widths if widths[a] > 1), 0)
+
+    sch.transform_block_layout(blk, lambda b, f, y, x, rc, ry, rx: (f // kg, f % kg, b, y, x, rc, ry, rx))
+    for operand in (("read", 0), ("read", 1), ("write", 0)):
+        sch.reindex(blk, operand)
+    axes = {name: _access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", "Y_reindex")}
+    sch.transform_block_layout(blk, lambda g, j, b, y, x, rc, ry, rx: (
+        g, j, column(b, y, x), k_index({"rc": rc, "ry": ry, "rx": rx})))
+
+    def gemm_index(name: str, *rows_cols: str):
+        def index(*dims):
+            at = dict(zip(axes[name], dims))
+            pick = {"g": lambda: at.get("g", 0), "j": lambda: at.get("j", 0), "k": lambda: k_index(at),
+                    "col": lambda: column(at.get("b", 0), at.get("y", 0), at.get("x", 0))}
+            return tuple(pick[axis]() for axis in rows_cols)
+        return IndexMap.from_func(index, ndim=len(axes[name]), index_dtype="int32")
+
+    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "k", "col"))
+    sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "j", "k"))
+    sch.transform_layout(blk, ("write", 0), gemm_index("Y_reindex", "g", "j", "col"))
+    sch.transform_block_layout(sch.get_sblock("Y_reindex"), gemm_index("Y_reindex", "g", "j", "col"))
     return sch
 
 
@@ -111,11 +171,39 @@ def conv2d_nchw_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     """The NCHW fp32 convolution as a GEMM (rows: output channels, columns: (image, output pixel)) through the v5
     nest. Parameters as for ``gemm_v5_warp_tiled``; any shape (see the module docstring)."""
     b_fill_vector = 4 if _b_is_x(sch) else 1
-    nchw_as_gemm(sch)
-    gemm_v5_warp_tiled(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
-                       stages=stages, raster=raster, prefetch=prefetch, columns_outer=columns_outer, block="conv",
-                       a_read=1, b_fill_vector=b_fill_vector)
+    tiles = {"block_tile": block_tile, "warp_tile": warp_tile, "thread_tile": thread_tile, "tile_k": tile_k,
+             "stages": stages, "raster": raster, "prefetch": prefetch, "columns_outer": columns_outer}
+    if groups_of(sch) > 1:
+        nchw_grouped_as_gemm(sch)
+        _batched_v5(sch, b_fill_vector=b_fill_vector, **tiles)
+    else:
+        nchw_as_gemm(sch)
+        gemm_v5_warp_tiled(sch, block="conv", a_read=1, b_fill_vector=b_fill_vector, **tiles)
     return _finish(sch)
+
+
+def _batched_v5(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int],
+                thread_tile: tuple[int, int], tile_k: int, stages: int, raster: int, prefetch: str,
+                columns_outer: bool, b_fill_vector: int) -> None:
+    """``gemm_v5_warp_tiled`` on the batched GEMM block "conv" (loops: group, m, n, k; B multiplied by A), the
+    group on blockIdx.y (as Winograd's batched GEMM)."""
+    tiles = (*block_tile, tile_k)
+    extents = padded_extents(sch, "conv", tiles, ("block_tile[0]", "block_tile[1]", "tile_k"))
+    threads = check_simt_tiles(extents, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
+                               tile_k=tile_k, vector=4, stages=stages, raster=raster, prefetch=prefetch,
+                               axes=("k / groups (output channels of a group)", "n * oh * ow (pixels)",
+                                     "c / groups * r * s"))
+    padding = pad_to_tiles(sch, "conv", tiles)
+    (bm, bn), (wm, wn), (tm, tn) = block_tile, warp_tile, thread_tile
+    blk = sch.get_sblock("conv")
+    g, i, j, kk = sch.get_loops(blk)
+    sch.bind(g, "blockIdx.y")
+    rows = sch.split(i, factors=[None, bm // wm, wm // tm, tm])
+    cols = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
+    simt_nest(sch, blk, rows=rows, cols=cols, k_loops=sch.split(kk, factors=[None, tile_k]), threads=threads,
+              vector=4, fragments=True, stages=stages, async_copy=True, raster=raster, prefetch=prefetch,
+              columns_outer=columns_outer, a_read=1, b_fill_vector=b_fill_vector)
+    padding.store_direct(sch)
 
 
 def _b_is_x(sch: s_tir.Schedule) -> bool:

@@ -1,0 +1,99 @@
+"""Depthwise convolution (groups = C, K = m * C) as the memory-bound stencil it is: SIMT, NCHW or NHWC, fp32 or fp16.
+
+A depthwise layer does R * S multiply-adds per output and reads each input value R * S times, so it is bound by
+memory, not arithmetic: its floor is the workload's ``bytes`` (input, filter and output once each) over the HBM
+bandwidth. The schedule is notebook 02's shared-memory window sum in two dimensions: a block computes a tile of
+``tile`` (rows x columns) outputs for ``channels`` output channels; it first copies the input window those outputs
+read (the tile's rows and columns widened by the halo, ``(t - 1) * stride + (window - 1) * dilation + 1``, of the
+``channels / m`` input channels) from global to shared memory once, cooperatively, with the zero padding inlined as a
+predicate on that copy (the padded input never exists; any padding per side, stride and dilation per axis, since
+TVM derives the window from the block's index expressions). Then each thread accumulates ``thread_rows`` consecutive
+output rows of one column in registers (float32, also for float16 inputs), reading the window from shared memory and
+its channel's R * S filter taps from registers, and stores them (float16: rounded on the store).
+
+Threads run along the contiguous axis: output columns in NCHW (a warp reads one window row and stores one output row),
+channels in NHWC (a warp reads and stores ``channels`` contiguous values of a pixel). Where a tile does not divide the
+output, the edge blocks' threads past it are predicated off. No cp.async, no tensor cores: any CUDA GPU.
+"""
+from __future__ import annotations
+
+import math
+
+from tvm import s_tir
+
+from tirbench.schedules.common.checks import require_divides, require_positive_int, require_threads
+from tirbench.schedules.common.tiling import has_block
+from tirbench.schedules.conv.direct import conv_block
+
+#: Static shared memory a block may use without opting in (bytes): the input window must fit.
+SHARED_LIMIT = 48 * 1024
+
+
+def depthwise_layout(sch: s_tir.Schedule) -> str:
+    """"NCHW" or "NHWC": the layout of a depthwise ``"conv"`` block (one input channel per group); a one-line
+    ValueError for anything else."""
+    for layout in ("NCHW", "NHWC"):
+        try:
+            _, ext = conv_block(sch, layout)
+        except ValueError:
+            continue
+        if ext["c"] != 1:
+            raise ValueError(f"the depthwise schedule takes one input channel per group (groups = C); this layer "
+                             f"has {ext['c']}")
+        return layout
+    raise ValueError("the depthwise schedule needs an NCHW or NHWC convolution: conv2d(..., groups=c)")
+
+
+def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), channels: int = 1,
+                     thread_rows: int = 2) -> s_tir.Schedule:
+    """The depthwise convolution as a shared-memory stencil (module docstring): a block computes ``tile`` (output
+    rows x columns) x ``channels`` output channels, ``tile[0] / thread_rows * tile[1] * channels`` threads each
+    ``thread_rows`` consecutive rows of one column and channel. Any output size; the window must fit 48 KB."""
+    layout = depthwise_layout(sch)
+    blk, ext = conv_block(sch, layout)
+    (th, tw), params = tile, (("tile[0]", tile[0]), ("tile[1]", tile[1]), ("channels", channels))
+    for param, value in (*params, ("thread_rows", thread_rows)):
+        require_positive_int(value, param=param)
+    require_divides(th, thread_rows, param="thread_rows", axis="tile[0]")
+    threads = th // thread_rows * tw * channels
+    require_threads(threads, param="tile[0]/thread_rows*tile[1]*channels")
+    if layout == "NCHW":
+        n, k, y, x, rc, ry, rx = sch.get_loops(blk)
+    else:
+        n, y, x, k, ry, rx, rc = sch.get_loops(blk)
+    bk, tk = sch.split(k, factors=[None, channels])
+    by, ty, vy = sch.split(y, factors=[None, th // thread_rows, thread_rows])
+    bx, tx = sch.split(x, factors=[None, tw])
+    lanes = (tk, ty, tx) if layout == "NCHW" else (ty, tx, tk)   # the contiguous axis innermost
+    sch.reorder(n, bk, by, bx, *lanes, vy, rc, ry, rx)
+    block = sch.fuse(n, bk, by, bx)
+    sch.bind(block, "blockIdx.x")
+    thread = sch.fuse(*lanes)
+    sch.bind(thread, "threadIdx.x")
+    acc = sch.cache_write(blk, 0, "local")
+    sch.reverse_compute_at(acc, thread)
+    if has_block(sch, "cast"):   # float16: round the float32 accumulators on the store
+        sch.reverse_compute_inline(sch.get_sblock("cast"))
+    window = sch.cache_read(blk, 0, "shared")
+    sch.compute_at(window, block)
+    _require_window(sch, window)
+    taps = sch.cache_read(blk, 1, "local")
+    sch.compute_at(taps, thread)
+    fetch, lane = sch.split(sch.fuse(*sch.get_loops(window)[1:]), factors=[None, threads])
+    sch.bind(lane, "threadIdx.x")
+    sch.unroll(fetch)
+    sch.compute_inline(sch.get_sblock("pad"))
+    for loop in (vy, ry, rx):
+        sch.unroll(loop)
+    sch.decompose_reduction(blk, vy)
+    return sch
+
+
+def _require_window(sch: s_tir.Schedule, window: s_tir.SBlockRV) -> None:
+    buf = sch.get(window).writes[0].source
+    nbytes = math.prod(int(d) for d in buf.shape) * buf.dtype.bits // 8
+    if nbytes > SHARED_LIMIT:
+        raise ValueError(f"the input window of a block ({'x'.join(str(int(d)) for d in buf.shape)} {buf.dtype}, "
+                         f"{nbytes} bytes) does not fit {SHARED_LIMIT} bytes of shared memory: a smaller tile or "
+                         f"fewer channels")
+
