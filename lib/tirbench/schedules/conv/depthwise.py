@@ -21,7 +21,7 @@ import math
 
 from tvm import s_tir
 
-from tirbench.schedules.common.checks import require_divides, require_positive_int, require_threads
+from tirbench.schedules.common.checks import loop_extent, require_divides, require_positive_int, require_threads
 from tirbench.schedules.common.tiling import has_block
 from tirbench.schedules.conv.direct import conv_block
 
@@ -66,17 +66,16 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     bx, tx = sch.split(x, factors=[None, tw])
     lanes = (tk, ty, tx) if layout == "NCHW" else (ty, tx, tk)   # the contiguous axis innermost
     sch.reorder(n, bk, by, bx, *lanes, vy, rc, ry, rx)
-    block = sch.fuse(n, bk, by, bx)
-    sch.bind(block, "blockIdx.x")
     thread = sch.fuse(*lanes)
     sch.bind(thread, "threadIdx.x")
+    window = sch.cache_read(blk, 0, "shared")
+    sch.compute_at(window, bx)   # before the block loops are fused: TVM bounds the window exactly only then
+    _require_window(sch, window)
+    sch.bind(sch.fuse(n, bk, by, bx), "blockIdx.x")
     acc = sch.cache_write(blk, 0, "local")
     sch.reverse_compute_at(acc, thread)
     if has_block(sch, "cast"):   # float16: round the float32 accumulators on the store
         sch.reverse_compute_inline(sch.get_sblock("cast"))
-    window = sch.cache_read(blk, 0, "shared")
-    sch.compute_at(window, block)
-    _require_window(sch, window)
     taps = sch.cache_read(blk, 1, "local")
     sch.compute_at(taps, thread)
     fetch, lane = sch.split(sch.fuse(*sch.get_loops(window)[1:]), factors=[None, threads])
@@ -90,10 +89,10 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
 
 
 def _require_window(sch: s_tir.Schedule, window: s_tir.SBlockRV) -> None:
-    buf = sch.get(window).writes[0].source
-    nbytes = math.prod(int(d) for d in buf.shape) * buf.dtype.bits // 8
+    """A one-line ValueError where a block's input window (the copy's loops under the block loops) does not fit
+    ``SHARED_LIMIT``."""
+    extents = [loop_extent(sch, loop) for loop in sch.get_loops(window)[4:]]   # under (n, k, rows, columns)
+    nbytes = math.prod(extents) * sch.get(window).writes[0].source.dtype.bits // 8
     if nbytes > SHARED_LIMIT:
-        raise ValueError(f"the input window of a block ({'x'.join(str(int(d)) for d in buf.shape)} {buf.dtype}, "
-                         f"{nbytes} bytes) does not fit {SHARED_LIMIT} bytes of shared memory: a smaller tile or "
-                         f"fewer channels")
-
+        raise ValueError(f"the input window of a block ({'x'.join(map(str, extents))} values, {nbytes} bytes) does not "
+                         f"fit {SHARED_LIMIT} bytes of shared memory: a smaller tile or fewer channels")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tirbench.schedules.common.record import Accepts, KernelRecord, takes
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
+from tirbench.schedules.conv.depthwise import conv2d_depthwise
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
@@ -14,7 +15,7 @@ from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import plain_refusal
+from tirbench.workloads.conv2d import geometry_of, plain_refusal
 
 
 def takes_plain(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...]) -> Accepts:
@@ -29,6 +30,25 @@ def takes_plain(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...]) -
         return reason if more is None else f"takes groups 1, dilation 1, one stride and one padding, not {more}"
 
     return plain_accepts
+
+
+def takes_groups(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...], groups: str) -> Accepts:
+    """``takes(block, dtypes, layouts)`` for a family that takes any stride, padding and dilation (per axis, per
+    side) and ``groups``: "one" (groups 1), "below C" (groups 1 up to C / 2, at least 2 output channels a group:
+    the grouped implicit GEMM) or "C" (depthwise: groups = C, K = m * C); a one-line refusal otherwise."""
+    accepts = takes(block, dtypes, layouts)
+    wants = {"one": "groups 1", "below C": "groups below C and 2 or more output channels a group",
+             "C": "depthwise layers (groups = C)"}[groups]
+
+    def groups_accepts(wl: Workload) -> str | None:
+        reason = accepts(wl)
+        if reason is not None or wl.name != "conv2d":
+            return reason
+        g, c, k = geometry_of(wl).groups, wl.sizes["c"], wl.sizes["k"]
+        fits = {"one": g == 1, "below C": g < c and (g == 1 or k // g >= 2), "C": g == c}[groups]
+        return None if fits else f"takes {wants}, not groups {g} of {c} input and {k} output channels"
+
+    return groups_accepts
 
 
 #: The PassContext config of the wgmma / mma.sync kernels (cp.async; storage rewriting stays on for mma's "warp"
@@ -69,14 +89,14 @@ NCHW_SPLITK = KernelRecord(
         {"split": 1, "block_k": 32, "thread_k": 8, "block_pixels": (8, 16), "step": 1},
     ), needs=())
 
-#: fp32 implicit GEMM through the v5 nest, any shape (``conv.simt_gemm``). The sweeps run from 4x4-thread tiles of
-#: 32 x 64 / 64 x 32 / 64 x 64 (more blocks for batch-1 layers of 49 to 3136 pixels and many channels) to the
-#: GEMM ladder's 128 x 128 and 128 x 256 (batch 32 and up); NCHW's rows are output channels, its columns pixels,
-#: NHWC's the other way round.
+#: fp32 implicit GEMM through the v5 nest, any shape (``conv.simt_gemm``), any stride, padding and dilation (per axis,
+#: per side: the im2col gather takes them). The sweeps run from 4x4-thread tiles of 32 x 64 / 64 x 32 / 64 x 64 (more
+#: blocks for batch-1 layers of 49 to 3136 pixels and many channels) to the GEMM ladder's 128 x 128 and 128 x 256
+#: (batch 32 and up); NCHW's rows are output channels, its columns pixels, NHWC's the other way round.
 SIMT_GEMM_DEFAULTS = {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16,
                       "stages": 3}
 NCHW_GEMM = KernelRecord(
-    "nchw_gemm", conv2d_nchw_implicit_gemm, SIMT_GEMM_DEFAULTS, takes_plain("conv", ("float32",), ("NCHW",)),
+    "nchw_gemm", conv2d_nchw_implicit_gemm, SIMT_GEMM_DEFAULTS, takes_groups("conv", ("float32",), ("NCHW",), "one"),
     SIMT_ASYNC_CONFIG, candidates=(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
@@ -86,7 +106,7 @@ NCHW_GEMM = KernelRecord(
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
 NHWC_GEMM = KernelRecord(
-    "nhwc_gemm", conv2d_nhwc_implicit_gemm, SIMT_GEMM_DEFAULTS, takes_plain("conv", ("float32",), ("NHWC",)),
+    "nhwc_gemm", conv2d_nhwc_implicit_gemm, SIMT_GEMM_DEFAULTS, takes_groups("conv", ("float32",), ("NHWC",), "one"),
     SIMT_ASYNC_CONFIG, candidates=(
         {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
@@ -95,7 +115,46 @@ NHWC_GEMM = KernelRecord(
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
+#: Grouped NCHW layers (1 < groups < C, ResNeXt's 32 groups): the same helper, which makes the layer a batched GEMM, one
+#: per group on blockIdx.y, rows the group's K / groups output channels (4 to 32 in ResNeXt-50), columns the pixels,
+#: k the group's C / groups * R * S: 16- and 32-row tiles first, so a block wastes few rows on a small group.
+NCHW_GROUPED_GEMM = KernelRecord(
+    "nchw_grouped_gemm", conv2d_nchw_implicit_gemm, SIMT_GEMM_DEFAULTS,
+    takes_groups("conv", ("float32",), ("NCHW",), "below C"), SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (16, 128), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 32, "stages": 3},
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (32, 128), "warp_tile": (16, 64), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
+    ), needs=("cp_async",))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
+
+#: Depthwise layers (groups = C, any channel multiplier m = K / C) as the memory-bound stencil they are
+#: (``conv.depthwise``): the bound is the workload's bytes over HBM bandwidth, not FLOPs. A block copies its input
+#: window (tile plus halo) to shared memory once and computes ``tile`` x ``channels`` outputs. NCHW: threads along
+#: output columns, tiles for maps of 112/56 (8 x 32, 16 x 32, 14 x 28), 28/14 (14 x 14, two channels) and 7 (7 x 7,
+#: eight channels); NHWC: threads along 32 or 64 channels, a few pixels a block. No cp.async: any CUDA GPU.
+DEPTHWISE_DEFAULTS = {"tile": (8, 32), "channels": 1, "thread_rows": 2}
+DEPTHWISE_NCHW = KernelRecord(
+    "depthwise_nchw", conv2d_depthwise, DEPTHWISE_DEFAULTS,
+    takes_groups("conv", ("float32", "float16"), ("NCHW",), "C"), candidates=(
+        {"tile": (8, 32), "channels": 1, "thread_rows": 2},
+        {"tile": (16, 32), "channels": 1, "thread_rows": 4},
+        {"tile": (14, 28), "channels": 1, "thread_rows": 2},
+        {"tile": (14, 14), "channels": 2, "thread_rows": 2},
+        {"tile": (8, 8), "channels": 4, "thread_rows": 2},
+        {"tile": (7, 7), "channels": 8, "thread_rows": 1},
+    ), needs=())
+DEPTHWISE_NHWC = KernelRecord(
+    "depthwise_nhwc", conv2d_depthwise, {"tile": (4, 8), "channels": 32, "thread_rows": 4},
+    takes_groups("conv", ("float32", "float16"), ("NHWC",), "C"), candidates=(
+        {"tile": (4, 8), "channels": 32, "thread_rows": 4},
+        {"tile": (7, 7), "channels": 32, "thread_rows": 7},
+        {"tile": (4, 4), "channels": 64, "thread_rows": 2},
+        {"tile": (2, 8), "channels": 64, "thread_rows": 2},
+        {"tile": (8, 8), "channels": 16, "thread_rows": 4},
+    ), needs=())
+DEPTHWISE: tuple[KernelRecord, ...] = (DEPTHWISE_NCHW, DEPTHWISE_NHWC)
 
 FP16_NHWC = takes_plain("conv", ("float16",), ("NHWC",))
 #: fp16 implicit GEMM on wgmma: wide tiles with the overlapped pipeline for the large GEMMs, 64-row tiles where

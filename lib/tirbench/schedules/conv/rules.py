@@ -39,15 +39,19 @@ from tvm import s_tir
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
-from tirbench.schedules.conv.records import (HWCN_HOPPER, INT8_MMA, INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM,
-                                             NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA,
-                                             TENSOR_CORE_TURING, WINOGRAD)
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_MMA, INT8_TMA_WS,
+                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK, NHWC_1X1_TMA,
+                                             NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, TENSOR_CORE_TURING,
+                                             WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import output_size, require_plain
+from tirbench.workloads.conv2d import geometry_of, output_size
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
+#: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``_no_family``).
+ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, HWCN_HOPPER,
+            NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
 SMS = current_gpu().sm_count
@@ -85,10 +89,28 @@ class GemmView:
 
 
 def gemm_view(wl: Workload) -> GemmView:
-    """``wl`` (a conv2d or conv2d_int8 workload) as a GEMM."""
-    z = wl.sizes
-    oh, ow = output_size(z["h"], z["r"], z["stride"], z["pad"]), output_size(z["w"], z["s"], z["stride"], z["pad"])
-    return GemmView(z["n"] * oh * ow, z["k"], z["c"] * z["r"] * z["s"])
+    """``wl`` (a conv2d or conv2d_int8 workload) as a GEMM; a grouped layer as one group's GEMM (K / groups output
+    channels, C / groups * R * S deep)."""
+    z, g = wl.sizes, geometry_of(wl)
+    oh, ow = g.out_hw(z["h"], z["w"], z["r"], z["s"])
+    return GemmView(z["n"] * oh * ow, z["k"] // g.groups, z["c"] // g.groups * z["r"] * z["s"])
+
+
+def depthwise_score(wl: Workload, cand: Mapping[str, Any]) -> float:
+    """Higher is better for a depthwise tiling: the share of its blocks' outputs that are real (tiles and channel
+    blocks past the layer's edges are not), times how well the blocks fill the last wave (several blocks an SM),
+    over the input values a block copies per output it computes (the halo; the layer reads each input once)."""
+    z, g = wl.sizes, geometry_of(wl)
+    oh, ow = g.out_hw(z["h"], z["w"], z["r"], z["s"])
+    (th, tw), ch = cand["tile"], cand["channels"]
+    per = [-(-extent // tile) for extent, tile in ((oh, th), (ow, tw), (z["k"], ch))]
+    useful = oh * ow * z["k"] / (per[0] * th * per[1] * tw * per[2] * ch)
+    rows, cols = ((t - 1) * st + d * (w - 1) + 1 for t, st, d, w in
+                  ((th, g.stride[0], g.dilation[0], z["r"]), (tw, g.stride[1], g.dilation[1], z["s"])))
+    halo = rows * cols * -(-ch // (z["k"] // z["c"])) / (th * tw * ch)
+    threads = th // cand["thread_rows"] * tw * ch
+    waves = z["n"] * math.prod(per) / (SMS * max(1, min(16, 2048 // threads)))
+    return useful * (waves / math.ceil(waves) if waves >= 1 else waves) / halo
 
 
 def _divisors(n: int, at_most: int) -> list[int]:
@@ -208,13 +230,21 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     """The kernel families that take ``wl`` and build for the build's architecture (``built_here``), each with its
     ``keep`` best candidates for it (see the module docstring); a one-line ValueError for a workload no family
     takes."""
-    require_plain(wl, "conv rules: every family")   # groups, dilation, per-axis stride or padding: none takes them
+    if wl.name == "conv2d" and (DEPTHWISE_NCHW.accepts(wl) is None or DEPTHWISE_NHWC.accepts(wl) is None):
+        return _depthwise_records(wl, keep)
+    if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None and geometry_of(wl).groups > 1:
+        v = gemm_view(wl)   # one group's GEMM: rows its output channels, columns the pixels; the groups side by side
+        score = lambda bm, bn: round(GemmView(v.n, v.m, v.k).fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
+        return [f.with_candidates(ranked_tiles(wl, f, keep, score=score))
+                for f in built_here(wl, (NCHW_GROUPED_GEMM,))]
+    if wl.name == "conv2d" and (reason := _no_family(wl)) is not None:
+        raise ValueError(f"conv rules: no family takes conv2d {wl.shape} ({wl.dtype} {wl.layout}): {reason}")
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
         v = gemm_view(wl)   # NCHW_GEMM's rows are output channels, its columns output pixels
         ranked = {NCHW_SPLITK.name: lambda: splitk_candidates(wl, keep),
                   NCHW_GEMM.name: lambda: ranked_tiles(wl, NCHW_GEMM, keep, view=GemmView(v.n, v.m, v.k))}
         records = [f.with_candidates(cands) for f in built_here(wl, (NCHW_SPLITK, NCHW_GEMM))
-                   if (cands := ranked[f.name]())]
+                   if f.accepts(wl) is None and (cands := ranked[f.name]())]
         if not records:
             raise ValueError(f"no split-K tiling or implicit-GEMM tile fits conv2d {wl.shape}")
         return records
@@ -236,6 +266,26 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes {wl.name} {wl.shape}: "
                          f"{refusal(lambda: families[-1].apply(wl))}")
     return records
+
+
+def _no_family(wl: Workload) -> str | None:
+    """None where some family takes ``wl`` (or it is plain); else why none does, in one line."""
+    if not wl.extra or any(f.accepts(wl) is None for f in ALL_CONV):
+        return None
+    return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
+            f"(float32 or float16, NCHW or NHWC), grouped ones (float32 NCHW) and a dilation or a stride or padding "
+            f"per axis (float32 NCHW or NHWC)")
+
+
+def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
+    """The depthwise family of ``wl``'s layout with its ``keep`` best candidates by ``depthwise_score`` that
+    schedule the layer (a window over 48 KB is refused)."""
+    family, = built_here(wl, (DEPTHWISE_NCHW if wl.layout == "NCHW" else DEPTHWISE_NHWC,))
+    ranked = sorted(family.candidates, key=lambda c: -depthwise_score(wl, c))
+    taken = [c for c in ranked if refusal(lambda: family.apply(wl, c)) is None][:keep]
+    if not taken:
+        raise ValueError(f"no {family.name} candidate takes conv2d {wl.shape}: {refusal(lambda: family.apply(wl))}")
+    return [family.with_candidates(taken)]
 
 
 def refused_here(wl: Workload) -> str | None:
