@@ -32,6 +32,7 @@ from tirbench.tuning import spread, throughput
 from tirbench.tuning.history import tuning_history
 from tirbench.tuning.logs import tuning_chunks
 from tirbench.workloads import Workload, conv2d, conv2d_winograd, gemm
+from tirbench.workloads.conv2d import parse_conv_shape
 
 #: Below this many FLOP per byte a kernel streams memory: it is rated in GB/s.
 STREAMING_BELOW = 1.0
@@ -222,12 +223,14 @@ def workload_of(work_dir: Path) -> tuple[Workload, str]:
     for spec in SPACES.values():
         if spec.db_suffix and stem.endswith(spec.db_suffix):
             stem, space = stem.removesuffix(spec.db_suffix), spec.name
+    dtype, _, rest = stem.partition("_")
+    layout, _, conv_shape = rest.partition("_")   # conv2d: LAYOUT_shape, the shape with its own _g32, _d2... tags
+    if work_dir.parent.name == "conv2d" and layout.isalpha():
+        return conv2d(**parse_conv_shape(conv_shape), layout=layout, dtype=dtype), space
     dtype, *layout, shape = stem.split("_")
     sizes = [int(v) for v in shape.split("x")]
     if work_dir.parent.name == "gemm" and not layout:
         return gemm(*sizes, dtype=dtype), space
-    if work_dir.parent.name == "conv2d" and len(layout) == 1:
-        return conv2d(*sizes, layout=layout[0], dtype=dtype), space
     if work_dir.parent.name == "conv2d_winograd" and len(layout) == 1:   # sizes N C H W K, then m
         return conv2d_winograd(*sizes[:-1], m=sizes[-1], layout=layout[0], dtype=dtype), space
     raise ValueError("not a database name tirbench.tuning.tune writes")

@@ -25,6 +25,7 @@ from tirbench.tuning.seeds import is_seed
 from tirbench.tuning.spaces import SPACES, DesignSpace
 from tirbench.workloads import conv2d, gemm
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import parse_conv_shape
 
 #: ``(notebook, variant, shape, dtype)``: what ``seed_labels`` keys a label by.
 RowKey = tuple[str, str, str, str]
@@ -45,15 +46,14 @@ def database_for(root: Path, workload: str, shape: str, dtype: str, space: Desig
     """The workload and the database under ``root/results/tuning`` of a ``workload`` (``gemm`` or ``conv2d``) of that
     ``shape`` and ``dtype`` tuned in ``space`` (``tune.work_dir_for``'s name, its layout read from it), or None."""
     pattern = re.compile(rf"{re.escape(dtype)}_(?:(?P<layout>[A-Z]+)_)?{re.escape(shape)}{re.escape(space.db_suffix)}")
-    sizes = [int(x) for x in shape.split("x")]
     for work_dir in sorted((root / "results" / "tuning" / workload).glob(f"{dtype}_*")):
         match = pattern.fullmatch(work_dir.name)
         if match is None:
             continue
-        if workload == "gemm" and len(sizes) == 3:
-            return gemm(*sizes, dtype=dtype), work_dir
-        if workload == "conv2d" and len(sizes) == 9 and match["layout"]:
-            return conv2d(*sizes, layout=match["layout"], dtype=dtype), work_dir
+        if workload == "gemm" and len(sizes := shape.split("x")) == 3:
+            return gemm(*map(int, sizes), dtype=dtype), work_dir
+        if workload == "conv2d" and match["layout"]:
+            return conv2d(**parse_conv_shape(shape), layout=match["layout"], dtype=dtype), work_dir
     return None
 
 

@@ -134,6 +134,29 @@ def geometry_of(wl: Workload) -> ConvGeometry:
     return conv_geometry(e.get("s", z["stride"]), e.get("p", z["pad"]), e.get("d", 1), e.get("g", 1))
 
 
+def parse_conv_shape(shape: str) -> dict[str, int | tuple[int, ...]]:
+    """``conv2d``'s arguments (n, c, h, w, k, r, s, stride, pad, dilation, groups) from a conv2d ``shape``
+    (``NxCxHxWxKxRxSxstridexpad`` and the suffixes ``ConvGeometry.extra`` names: ``_g32``, ``_d2``, ``_s2x1``,
+    ``_p0x3``): ``conv2d(**parse_conv_shape(wl.shape), layout=..., dtype=...)`` is ``wl`` again. A one-line
+    ValueError for a string that is not one."""
+    plain, *tags = shape.split("_")
+    try:
+        sizes = [int(v) for v in plain.split("x")]
+        extra = {tag[0]: tuple(int(v) for v in tag[1:].split("x")) for tag in tags}
+    except ValueError:
+        sizes, extra = [], {}
+    counts = {"g": (1,), "d": (1, 2), "s": (2,), "p": (2, 4)}
+    if len(sizes) != 9 or len(extra) != len(tags) or list(extra) != [t for t in counts if t in extra] or \
+            any(len(v) not in counts[t] for t, v in extra.items()):
+        raise ValueError(f"not a conv2d shape: {shape!r} (expected NxCxHxWxKxRxSxSTRIDExPAD, then _gG, _dD or _dDHxDW, "
+                         f"_sSHxSW, _pPHxPW or _pTxBxLxR, in that order)")
+    def one(tag: str, default: int) -> int | tuple[int, ...]:
+        value = extra.get(tag, (default,))
+        return value[0] if len(value) == 1 else value
+    return {**dict(zip("nchwkrs", sizes[:7])), "stride": one("s", sizes[7]), "pad": one("p", sizes[8]),
+            "dilation": one("d", 1), "groups": one("g", 1)}
+
+
 def plain_refusal(wl: Workload) -> str | None:
     """None for a plain layer (``ConvGeometry.plain``); else what it has beyond one (``ConvGeometry.beyond_plain``)."""
     return geometry_of(wl).beyond_plain() or None

@@ -1,0 +1,179 @@
+"""Kernels for layers beyond plain ones (issue 42): the depthwise stencil (``conv.depthwise``, records DEPTHWISE_NCHW
+and DEPTHWISE_NHWC), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM) and the SIMT implicit GEMMs with a dilation
+or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM). Without a GPU: each kernel's arithmetic (its schedule
+replayed without thread bindings) matches ``conv2d_reference`` on llvm; every candidate's CUDA goes through nvcc for
+sm_90a and sm_80 without spills; the rules offer the families and refuse a layer none takes in one line; shape
+strings with suffixes read back into their workloads."""
+from __future__ import annotations
+
+import functools
+import shutil
+
+import pytest
+import tvm
+
+from tirbench.bench.harness import run_checked
+from tirbench.core.build import build
+from tirbench.core.cuda_source import device_source, nvcc_report
+from tirbench.core.errors import refusal
+from tirbench.core.machine import cpu_target
+from tirbench.core.serial import without_threads
+from tirbench.report import overview
+from tirbench.schedules.conv.records import DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM
+from tirbench.schedules.conv.rules import rule_records
+from tirbench.tuning.labels import database_for
+from tirbench.tuning.spaces import SPACES
+from tirbench.tuning.tune import work_dir_for
+from tirbench.workloads import conv2d
+from tirbench.workloads.conv2d import parse_conv_shape
+
+DEPTHWISE = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC}
+#: (N, C, H, W, K, R, S, stride, pad, dilation), groups = C: 3x3 stride 1 and 2, 5x5 stride 2, ConvNeXt's 7x7, a
+#: channel multiplier of 2, dilation 2, an asymmetric ("same" at stride 2) padding.
+DEPTHWISE_CASES = {"3x3": (2, 8, 10, 12, 8, 3, 3, 1, 1, 1), "3x3s2": (1, 8, 11, 9, 8, 3, 3, 2, 1, 1),
+                   "5x5s2": (1, 6, 13, 13, 6, 5, 5, 2, 2, 1), "7x7": (1, 4, 14, 14, 4, 7, 7, 1, 3, 1),
+                   "m2": (1, 4, 9, 9, 8, 3, 3, 1, 1, 1), "d2": (1, 4, 12, 12, 4, 3, 3, 1, 2, 2),
+                   "pad0x1x0x1": (1, 4, 10, 10, 4, 3, 3, 2, (0, 1, 0, 1), 1)}
+SMALL_TILES = {"NCHW": {"tile": (4, 8), "channels": 2, "thread_rows": 2},
+               "NHWC": {"tile": (2, 4), "channels": 4, "thread_rows": 1}}
+
+
+def depthwise(case: str, layout: str, dtype: str = "float32"):
+    n, c, h, w, k, r, s, stride, pad, dilation = DEPTHWISE_CASES[case]
+    return conv2d(n, c, h, w, k, r, s, stride, pad, groups=c, dilation=dilation, layout=layout, dtype=dtype)
+
+
+def check_on_llvm(wl, sch) -> None:
+    run_checked(wl, build(without_threads(wl.mod, sch), cpu_target()), tvm.cpu(0), what=f"{wl.shape} {wl.layout}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", DEPTHWISE_CASES)
+@pytest.mark.parametrize("layout", DEPTHWISE)
+def test_depthwise_matches_the_reference_on_llvm(layout, case, dtype):
+    """Tiles that divide no output (edge blocks predicated), several channels a block, every geometry."""
+    wl = depthwise(case, layout, dtype)
+    check_on_llvm(wl, DEPTHWISE[layout].apply(wl, SMALL_TILES[layout]))
+
+
+@pytest.mark.parametrize("layout", DEPTHWISE)
+def test_the_rules_depthwise_candidates_match_the_reference_on_llvm(layout):
+    wl = depthwise("7x7", layout)
+    (record,) = rule_records(wl, keep=2)
+    assert record.name == DEPTHWISE[layout].name and len(record.candidates) == 2
+    for cand in record.candidates:
+        check_on_llvm(wl, record.apply(wl, cand))
+
+
+#: (N, C, H, W, K, R, S, stride, pad, dilation, groups): ResNeXt-like 32 groups of 2 channels, 4 groups with a 1x3
+#: window and a padding per axis, 2 groups of a 1x1 layer, and groups with a dilation, a stride per axis and a padding
+#: per side.
+GROUPED_CASES = {"g32": (1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 32), "g4_1x3": (2, 8, 9, 9, 12, 1, 3, 1, (0, 1), 1, 4),
+                 "g2_1x1": (1, 64, 8, 8, 64, 1, 1, 1, 0, 1, 2),
+                 "g8_geometry": (1, 16, 10, 10, 16, 3, 3, (2, 1), (1, 2, 0, 1), (1, 2), 8)}
+GEMM_SMALL = {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16}
+
+
+@pytest.mark.parametrize("case", GROUPED_CASES)
+def test_grouped_gemm_matches_the_reference_on_llvm(case):
+    n, c, h, w, k, r, s, stride, pad, dilation, groups = GROUPED_CASES[case]
+    wl = conv2d(n, c, h, w, k, r, s, stride, pad, dilation=dilation, groups=groups)
+    check_on_llvm(wl, NCHW_GROUPED_GEMM.apply(wl, GEMM_SMALL))
+
+
+@pytest.mark.parametrize("layout, record", [("NCHW", NCHW_GEMM), ("NHWC", NHWC_GEMM)])
+@pytest.mark.parametrize("geometry", [{"dilation": 2, "pad": 2}, {"stride": (2, 1), "dilation": (1, 3)},
+                                      {"r": 1, "s": 7, "pad": (0, 3)}, {"stride": 2, "pad": (0, 1, 0, 1)}])
+def test_simt_gemms_take_dilation_and_a_stride_or_padding_per_axis_on_llvm(layout, record, geometry):
+    sizes, geometry = {"n": 1, "c": 6, "h": 12, "w": 11, "k": 8, "r": 3, "s": 3}, dict(geometry)
+    sizes.update({key: geometry.pop(key) for key in ("r", "s") if key in geometry})
+    wl = conv2d(*sizes.values(), layout=layout, **geometry)
+    check_on_llvm(wl, record.apply(wl, GEMM_SMALL))
+
+
+#: Layers of the networks' kinds, for nvcc: MobileNetV2's stride-2 3x3 at 112x112 (batch 1, fp32 NCHW; batch 32, fp16
+#: NHWC), ResNeXt-50's grouped 3x3 at 28x28.
+NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
+        DEPTHWISE_NHWC.name: conv2d(32, 96, 112, 112, 96, 3, 3, 2, 1, groups=96, layout="NHWC", dtype="float16"),
+        NCHW_GROUPED_GEMM.name: conv2d(1, 256, 28, 28, 256, groups=32)}
+RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM)}
+
+
+@functools.cache
+def cuda_of(name: str, index: int) -> str:
+    record = RECORDS[name]
+    sch = record.apply(NVCC[name], record.candidates[index])
+    with tvm.transform.PassContext(config=record.pass_config):
+        return device_source(sch)
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("name, index", [(r.name, i) for r in RECORDS.values() for i in range(len(r.candidates))
+                                         if r is not NCHW_GROUPED_GEMM or i < 2])   # the GEMM's nest: test_conv_simt_gemm
+def test_nvcc_takes_every_candidate_without_spills(name, index, arch):
+    report = " | ".join(nvcc_report(cuda_of(name, index), arch))
+    assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
+    src = cuda_of(DEPTHWISE_NCHW.name, 0)
+    assert "__shared__" in src and src.count("__syncthreads()") == 1 and "cp_async" not in src
+
+
+@pytest.mark.parametrize("wl, families", [
+    (conv2d(1, 32, 112, 112, 32, groups=32), ["depthwise_nchw"]),
+    (conv2d(32, 192, 28, 28, 192, 3, 3, 2, 1, groups=192, layout="NHWC", dtype="float16"), ["depthwise_nhwc"]),
+    (conv2d(1, 96, 56, 56, 96, 7, 7, 1, 3, groups=96, dtype="float16"), ["depthwise_nchw"]),
+    (conv2d(1, 128, 56, 56, 128, groups=32), ["nchw_grouped_gemm"]),
+    (conv2d(1, 512, 28, 28, 512, pad=2, dilation=2), ["nchw_gemm"]),
+    (conv2d(1, 768, 17, 17, 192, 1, 7, 1, (0, 3), layout="NHWC"), ["nhwc_gemm"]),
+    (conv2d(1, 64, 14, 14, 64), ["nchw_splitk", "nchw_gemm"]),
+])
+def test_the_rules_offer_the_families_that_take_a_layer(wl, families):
+    records = rule_records(wl)
+    assert [r.name for r in records] == families and all(r.candidates for r in records)
+
+
+@pytest.mark.parametrize("wl, has", [
+    (conv2d(1, 64, 14, 14, 64, groups=32, layout="NHWC", dtype="float16"), "groups 32"),
+    (conv2d(1, 64, 14, 14, 64, pad=2, dilation=2, layout="HWCN"), "dilation 2"),
+    (conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="NHWC", dtype="float16"), "stride 2x1 per axis"),
+])
+def test_a_layer_no_family_takes_is_refused_in_one_line(wl, has):
+    said = refusal(lambda: rule_records(wl))
+    assert said.startswith(f"conv rules: no family takes conv2d {wl.shape}") and f"it has {has};" in said
+    assert "\n" not in said
+
+
+@pytest.mark.parametrize("record, wl, reason", [
+    (DEPTHWISE_NCHW, conv2d(1, 64, 8, 8, 64, groups=32), "takes depthwise layers (groups = C), not groups 32 of 64"),
+    (NCHW_GROUPED_GEMM, conv2d(1, 64, 8, 8, 64, groups=64), "not groups 64 of 64 input and 64 output channels"),
+    (NCHW_GROUPED_GEMM, conv2d(1, 64, 8, 8, 32, groups=32), "2 or more output channels a group"),
+    (NCHW_GEMM, conv2d(1, 64, 8, 8, 64, groups=2), "takes groups 1, not groups 2"),
+])
+def test_the_families_refuse_the_groups_they_do_not_take_in_one_line(record, wl, reason):
+    said = refusal(lambda: record.apply(wl))
+    assert reason in said and "\n" not in said
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"groups": 32}, {"groups": 64, "stride": 2}, {"dilation": (2, 1)},
+                                    {"groups": 2, "dilation": 2, "stride": (1, 2), "pad": (2, 1)},
+                                    {"pad": (0, 1, 0, 1), "stride": 2}])
+def test_shape_strings_read_back_into_their_workloads(kwargs, tmp_path):
+    wl = conv2d(1, 64, 16, 16, 64, layout="NHWC", **kwargs)
+    assert conv2d(**parse_conv_shape(wl.shape), layout="NHWC").mod.script() == wl.mod.script()
+    plain_dir = work_dir_for(tmp_path, wl)
+    for space in ("default", "rules"):   # a space's suffix after the shape's own
+        work_dir = plain_dir.with_name(plain_dir.name + SPACES[space].db_suffix)
+        work_dir.mkdir(parents=True)
+        read, read_space = overview.workload_of(work_dir)
+        assert (read.shape, read.layout, read_space) == (wl.shape, "NHWC", space)
+        found, found_dir = database_for(tmp_path, "conv2d", wl.shape, "float32", SPACES[space])
+        assert found.shape == wl.shape and found_dir == work_dir
+
+
+@pytest.mark.parametrize("shape", ["1x2x3", "1x8x8x8x8x3x3x1x1_q3", "1x8x8x8x8x3x3x1x1_d2_g2",
+                                   "1x8x8x8x8x3x3x1x1_s2", "1x8x8x8x8x3x3x1x1_p1x1x1"])
+def test_a_string_that_is_not_a_conv_shape_is_one_line(shape):
+    assert refusal(lambda: parse_conv_shape(shape)).startswith(f"not a conv2d shape: {shape!r}")
