@@ -109,8 +109,8 @@ def cuda_of(name: str, index: int) -> str:
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("name, index", [(r.name, i) for r in RECORDS.values() for i in range(len(r.candidates))
-                                         if r is not NCHW_GROUPED_GEMM or i < 2])   # the GEMM's nest: test_conv_simt_gemm
+@pytest.mark.parametrize("name, index", [   # the grouped GEMM's first two: its nest is test_conv_simt_gemm's
+    (r.name, i) for r in RECORDS.values() for i in range(len(r.candidates)) if r is not NCHW_GROUPED_GEMM or i < 2])
 def test_nvcc_takes_every_candidate_without_spills(name, index, arch):
     report = " | ".join(nvcc_report(cuda_of(name, index), arch))
     assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report

@@ -34,10 +34,10 @@ def takes_plain(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...]) -
 
 def takes_groups(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...], groups: str) -> Accepts:
     """``takes(block, dtypes, layouts)`` for a family that takes any stride, padding and dilation (per axis, per
-    side) and ``groups``: "one" (groups 1), "below C" (groups 1 up to C / 2, at least 2 output channels a group:
-    the grouped implicit GEMM) or "C" (depthwise: groups = C, K = m * C); a one-line refusal otherwise."""
+    side) and ``groups``: "one" (groups 1), "below C" (1 < groups < C, at least 2 output channels a group: the
+    grouped implicit GEMM) or "C" (depthwise: groups = C, K = m * C); a one-line refusal otherwise."""
     accepts = takes(block, dtypes, layouts)
-    wants = {"one": "groups 1", "below C": "groups below C and 2 or more output channels a group",
+    wants = {"one": "groups 1", "below C": "1 < groups < C and 2 or more output channels a group",
              "C": "depthwise layers (groups = C)"}[groups]
 
     def groups_accepts(wl: Workload) -> str | None:
@@ -45,7 +45,7 @@ def takes_groups(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...], 
         if reason is not None or wl.name != "conv2d":
             return reason
         g, c, k = geometry_of(wl).groups, wl.sizes["c"], wl.sizes["k"]
-        fits = {"one": g == 1, "below C": g < c and (g == 1 or k // g >= 2), "C": g == c}[groups]
+        fits = {"one": g == 1, "below C": 1 < g < c and k // g >= 2, "C": g == c}[groups]
         return None if fits else f"takes {wants}, not groups {g} of {c} input and {k} output channels"
 
     return groups_accepts

@@ -232,7 +232,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     takes."""
     if wl.name == "conv2d" and (DEPTHWISE_NCHW.accepts(wl) is None or DEPTHWISE_NHWC.accepts(wl) is None):
         return _depthwise_records(wl, keep)
-    if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None and geometry_of(wl).groups > 1:
+    if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None:
         v = gemm_view(wl)   # one group's GEMM: rows its output channels, columns the pixels; the groups side by side
         score = lambda bm, bn: round(GemmView(v.n, v.m, v.k).fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
         return [f.with_candidates(ranked_tiles(wl, f, keep, score=score))
