@@ -10,6 +10,12 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   blocks, output-pixel blocks; every factor a divisor of its axis (any H, W, C, K), ranked by blocks per SM and
   by the reuse of each shared-memory tile.
   And the implicit GEMM on the v5 nest (``NCHW_GEMM``: output channels x output pixels), tiles ranked by fill.
+- Depthwise layers (groups = C, any channel multiplier), float32 or float16, NCHW or NHWC: the shared-memory stencil
+  (``DEPTHWISE_NCHW``, ``DEPTHWISE_NHWC``), tilings ranked by ``depthwise_score`` (real outputs, wave fill, halo).
+- Grouped float32 NCHW layers (1 < groups < C): the implicit GEMM batched over the groups (``NCHW_GROUPED_GEMM``),
+  tiles ranked by how one group's GEMM, the groups side by side, fills the SMs.
+- A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them (split-K, HWCN and
+  the tensor-core families do not); a layer no family takes is refused in one line.
 - float32 NHWC: the implicit GEMM on the v5 nest (``NHWC_GEMM``: output pixels x output channels).
 - float32 HWCN: the implicit GEMM on the v5 nest (``HWCN_HOPPER``), its candidates as recorded.
 - float32 3x3, stride 1, pad 1 (NCHW, NHWC): also Winograd F(2x2) and F(4x4) (``winograd_forms``), another workload
