@@ -35,12 +35,13 @@ def _default_build(monkeypatch):
 
 @I.ir_module
 class Fp32:
-    """A 3x3 conv + bias + ReLU, a 1x1, and a grouped 3x3 (groups 3: the rules refuse it)."""
+    """A 3x3 conv + bias + ReLU, a 1x1, and a grouped 3x3 (groups 3 of one output channel each: no family takes
+    it, so the rules refuse it)."""
 
     @R.function
     def main(x: R.Tensor((1, 16, 14, 14), "float32"), w1: R.Tensor((32, 16, 3, 3), "float32"),
              b1: R.Tensor((1, 32, 1, 1), "float32"), w2: R.Tensor((24, 32, 1, 1), "float32"),
-             w3: R.Tensor((24, 8, 3, 3), "float32")) -> R.Tensor((1, 24, 14, 14), "float32"):
+             w3: R.Tensor((3, 8, 3, 3), "float32")) -> R.Tensor((1, 3, 14, 14), "float32"):
         with R.dataflow():
             y1 = R.nn.relu(R.add(R.nn.conv2d(x, w1, strides=1, padding=1), b1))
             y2 = R.nn.conv2d(y1, w2)
@@ -96,7 +97,7 @@ def test_the_pass_calls_the_rules_kernels_marked_for_relax_and_leaves_the_refuse
     assert len(calls(mod, "relax.call_tir")) == 2
     (left,) = calls(mod, "relax.nn.conv2d")   # the grouped conv, refused in rule_records' own line
     assert int(left.attrs.groups) == 3
-    refused = conv2d(1, 24, 14, 14, 24, 3, 3, 1, 1, groups=3)
+    refused = conv2d(1, 24, 14, 14, 3, 3, 3, 1, 1, groups=3)
     with pytest.raises(ValueError) as err:
         rule_records(refused)
     assert str(notes[2]) == f"conv2d {refused.shape} float32: left to DLight ({err.value})"
