@@ -27,7 +27,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tirbench.bench.choose import Choices
 from tirbench.compile.kernels import LAYOUT, ConvKernel, choose_kernel
-from tirbench.compile.layer import ConvLayer, is_conv2d, layer_of
+from tirbench.compile.layer import RelaxConv, is_conv2d, layer_of
 from tirbench.core.gpu import current_gpu
 
 #: Transposes of an NCHW activation to NHWC and back, and of an OIHW filter to the NHWC families' (R, S, C, K).
@@ -70,7 +70,7 @@ class _ConvDispatcher(PyExprMutator):
         self.config: dict[str, bool] = {}
         self.kernels: dict[tuple[str, str], ConvKernel | str] = {}
 
-    def _kernel(self, layer: ConvLayer) -> ConvKernel:
+    def _kernel(self, layer: RelaxConv) -> ConvKernel:
         wl = layer.workload(LAYOUT[layer.dtype])
         key = (wl.shape, wl.dtype)
         if key not in self.kernels:
@@ -109,7 +109,7 @@ class _ConvDispatcher(PyExprMutator):
         self.notes.append(LayerNote(name, kernel.describe()))
         return self._call(call, layer, kernel)
 
-    def _call(self, call: relax.Call, layer: ConvLayer, kernel: ConvKernel) -> relax.Expr:
+    def _call(self, call: relax.Call, layer: RelaxConv, kernel: ConvKernel) -> relax.Expr:
         data, weight = call.args
         wl = kernel.workload
         nhwc = wl.layout == "NHWC"

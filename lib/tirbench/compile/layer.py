@@ -19,7 +19,7 @@ DTYPES = ("float32", "float16")
 
 
 @dataclass(frozen=True)
-class ConvLayer:
+class RelaxConv:
     """A convolution of ``n`` images of ``c`` x ``h`` x ``w`` with ``k`` filters of ``c/groups`` x ``r`` x ``s``,
     inputs of ``dtype``, written as ``out_dtype`` by the Relax call."""
 
@@ -53,7 +53,7 @@ def is_conv2d(expr: relax.Expr) -> bool:
     return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.nn.conv2d"
 
 
-def layer_of(call: relax.Call) -> ConvLayer:
+def layer_of(call: relax.Call) -> RelaxConv:
     """The layer a ``relax.nn.conv2d`` call computes; a one-line ValueError for one the suite's workloads cannot
     state: another layout than NCHW data / OIHW weights / NCHW output, a dtype other than float32 or float16 (or
     data and weights of two dtypes), an output of another dtype than the inputs' (fp16 inputs written as float32
@@ -74,4 +74,4 @@ def layer_of(call: relax.Call) -> ConvLayer:
                              tuple(int(v) for v in attrs.dilation), int(attrs.groups))
     if cg * geometry.groups != c:
         raise ValueError(f"conv2d weight has {cg} channels per group; data has {c} in {geometry.groups} groups")
-    return ConvLayer(n, c, h, w, k, r, s, geometry, dtype, out_dtype)
+    return RelaxConv(n, c, h, w, k, r, s, geometry, dtype, out_dtype)

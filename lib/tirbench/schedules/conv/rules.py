@@ -279,8 +279,8 @@ def _no_family(wl: Workload) -> str | None:
     if not wl.extra or any(f.accepts(wl) is None for f in ALL_CONV):
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
-            f"(float32 or float16, NCHW or NHWC), grouped ones (float32 NCHW) and a dilation or a stride or padding "
-            f"per axis (float32 NCHW or NHWC)")
+            f"(float32 or float16, NCHW or NHWC), grouped ones (float32 NCHW, two output channels a group or more) "
+            f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC)")
 
 
 def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
