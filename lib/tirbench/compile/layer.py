@@ -12,7 +12,7 @@ import tvm
 from tvm import relax
 
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import ConvGeometry, conv2d, conv_geometry
+from tirbench.workloads.layers import ConvLayer
 
 #: The dtypes the suite's conv workloads take (``workloads.conv2d``).
 DTYPES = ("float32", "float16")
@@ -20,24 +20,17 @@ DTYPES = ("float32", "float16")
 
 @dataclass(frozen=True)
 class RelaxConv:
-    """A convolution of ``n`` images of ``c`` x ``h`` x ``w`` with ``k`` filters of ``c/groups`` x ``r`` x ``s``,
-    inputs of ``dtype``, written as ``out_dtype`` by the Relax call."""
+    """A Relax call's convolution: the layer (``workloads.layers.ConvLayer``: sizes and geometry) over a batch of
+    ``n``, inputs of ``dtype``, written as ``out_dtype`` by the call."""
 
+    layer: ConvLayer
     n: int
-    c: int
-    h: int
-    w: int
-    k: int
-    r: int
-    s: int
-    geometry: ConvGeometry
     dtype: str
     out_dtype: str
 
     def workload(self, layout: str) -> Workload:
         """The layer as the suite's workload stored in ``layout`` (a one-line ValueError where it cannot be one)."""
-        return conv2d(self.n, self.c, self.h, self.w, self.k, self.r, self.s, **self.geometry.kwargs(),
-                      layout=layout, dtype=self.dtype)
+        return self.layer.workload(self.n, layout, self.dtype)
 
 
 def _static(expr: relax.Expr, what: str) -> tuple[int, ...]:
@@ -70,8 +63,9 @@ def layer_of(call: relax.Call) -> RelaxConv:
         raise ValueError(f"conv2d of {dtype} inputs writes {dtype} here, not {out_dtype}")
     (n, c, h, w), (k, cg, r, s) = _static(data, "data"), _static(weight, "weight")
     top, left, bottom, right = (int(p) for p in attrs.padding)
-    geometry = conv_geometry(tuple(int(v) for v in attrs.strides), (top, bottom, left, right),
-                             tuple(int(v) for v in attrs.dilation), int(attrs.groups))
-    if cg * geometry.groups != c:
-        raise ValueError(f"conv2d weight has {cg} channels per group; data has {c} in {geometry.groups} groups")
-    return RelaxConv(n, c, h, w, k, r, s, geometry, dtype, out_dtype)
+    groups = int(attrs.groups)
+    if cg * groups != c:
+        raise ValueError(f"conv2d weight has {cg} channels per group; data has {c} in {groups} groups")
+    layer = ConvLayer("relax.nn.conv2d", c, h, w, k, r, s, tuple(int(v) for v in attrs.strides),
+                      (top, bottom, left, right), 1, groups, tuple(int(v) for v in attrs.dilation))
+    return RelaxConv(layer, n, dtype, out_dtype)
