@@ -36,8 +36,7 @@ from tirbench.bench.sweep import SweepError, SweepResult, build_by_config, one_l
 from tirbench.core.atomic import write_atomic
 from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv.records import WINOGRAD
-from tirbench.schedules.conv.rules import int8_forms, rule_records, winograd_forms, winograd_tiles
+from tirbench.schedules.conv.rules import int8_forms, rule_records, winograd_family, winograd_forms, winograd_tiles
 from tirbench.schedules.gemm import rules as gemm_rules
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d_int8 import filter_layout_of
@@ -81,9 +80,9 @@ _FORMS: dict[tuple[int, int | None], list[Form]] = {}
 
 def rule_forms(wl: Workload, keep: int | None = None) -> list[Form]:
     """The workloads the rules sweep for ``wl``: itself with its families (the GEMM rules' for a gemm, else the conv
-    rules'), each Winograd form with ``WINOGRAD`` (and the ``m`` a choice of it records), and each int8 form with its
-    families (and its ``filter_layout``); ``keep``: candidates per family (None: the rules' default, and every
-    ``WINOGRAD`` candidate; else Winograd's ``keep`` best, ``winograd_tiles``). Worked out once per module (the rules
+    rules'), each Winograd form with ``winograd_family()`` (``WINOGRAD``, on sm_75 its Turing sibling; and the ``m``
+    a choice of it records), and each int8 form with its families (and its ``filter_layout``); ``keep``: candidates
+    per family (None: the rules' default, and every Winograd candidate; else Winograd's ``keep`` best, ``winograd_tiles``). Worked out once per module (the rules
     read nothing else); a one-line ValueError for a workload no rule takes."""
     key = (tvm_ffi.structural_hash(wl.mod), keep)
     if key not in _FORMS:
@@ -92,7 +91,8 @@ def rule_forms(wl: Workload, keep: int | None = None) -> list[Form]:
             _FORMS[key] = [(wl, gemm_rules.rule_records(wl, **kept), {})]
         else:
             _FORMS[key] = [(wl, rule_records(wl, **kept), {})] + \
-                [(form, [WINOGRAD if keep is None else WINOGRAD.with_candidates(winograd_tiles(form, keep))],
+                [(form, [winograd_family() if keep is None
+                         else winograd_family().with_candidates(winograd_tiles(form, keep))],
                   {"m": form.sizes["m"]}) for form in winograd_forms(wl)] + \
                 [(form, rule_records(form, **kept), {"filter_layout": filter_layout_of(form.mod)})
                  for form in int8_forms(wl)]

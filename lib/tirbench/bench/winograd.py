@@ -18,8 +18,7 @@ import tvm
 from tirbench.bench.harness import Measurement, output_error
 from tirbench.bench.results import RUN_FIELDS, latest_run, read_results
 from tirbench.bench.sweep import Trial, sweep_all
-from tirbench.schedules.conv.records import WINOGRAD
-from tirbench.schedules.conv.rules import winograd_forms, winograd_tiles
+from tirbench.schedules.conv.rules import winograd_family, winograd_forms, winograd_tiles
 from tirbench.workloads.base import Workload
 
 #: The error table beside a notebook's results, and its columns.
@@ -61,7 +60,7 @@ def measure_winograd(layers: Sequence[Workload], *, tiles: Sequence[int] = (2, 4
     """Per layer (a 3x3 stride-1 conv2d; others have no Winograd form and are left out) and per ``m`` in ``tiles``:
     its ``keep`` best-ranked tilings built (all layers' at once), verified and timed, and the fastest one's error."""
     forms = [(layer, form) for layer in layers for form in winograd_forms(layer) if form.sizes["m"] in tiles]
-    jobs = [(form, WINOGRAD.with_candidates(winograd_tiles(form, keep))) for _, form in forms]
+    jobs = [(form, winograd_family().with_candidates(winograd_tiles(form, keep))) for _, form in forms]
     runs = []
     for (layer, form), result in zip(forms, sweep_all(jobs, target=target, repeats=repeats, seed=seed)):
         best = result.best_trial()

@@ -265,3 +265,6 @@ def simt_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, *, rows: tuple[s_tir.Loo
 #: cp.async in the SIMT kernels: the pipeline's copies become cp.async only with ``use_async_copy``, and the
 #: float4-typed shared B tile that storage rewriting makes trips the async-copy pass.
 SIMT_ASYNC_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
+#: The same kernels with synchronous copies (``async_copy=False``, Turing): no ``use_async_copy``, the same shared
+#: layout.
+SIMT_SYNC_CONFIG = {"tirx.disable_storage_rewrite": True}

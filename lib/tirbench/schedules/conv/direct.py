@@ -107,7 +107,7 @@ def conv2d_hwcn_classic(sch: s_tir.Schedule, *, tile: int = 8, threads: int = 8,
 def conv2d_hwcn_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                               warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                               tile_k: int = 16, stages: int = 3, raster: int = 1, prefetch: str = "none",
-                              columns_outer: bool = False) -> s_tir.Schedule:
+                              columns_outer: bool = False, async_copy: bool = True) -> s_tir.Schedule:
     """The HWCN convolution as one GEMM per output pixel, scheduled by the GEMM ladder's v5 nest (``simt_nest``).
 
     GEMM rows are output channels (``block_tile[0]``), columns the batch (``block_tile[1]``), and the reduction
@@ -132,7 +132,7 @@ def conv2d_hwcn_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     rco, rci = sch.split(rc, factors=[None, tile_k])
     ko = sch.fuse(ry, rx, rco)
     simt_nest(sch, blk, rows=rows, cols=cols, k_loops=(ko, rci), threads=threads, vector=4, fragments=True,
-              stages=stages, async_copy=True, raster=raster, prefetch=prefetch, columns_outer=columns_outer,
+              stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch, columns_outer=columns_outer,
               a_k_major=True)
     sch.compute_inline(sch.get_sblock("pad"))
     return sch

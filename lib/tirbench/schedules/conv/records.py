@@ -4,8 +4,10 @@ which workloads it takes). Why the families and their candidates are built as th
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tirbench.schedules.common.record import Accepts, KernelRecord, takes
-from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
+from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG, SIMT_SYNC_CONFIG
 from tirbench.schedules.conv.depthwise import conv2d_depthwise
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
@@ -128,6 +130,25 @@ NCHW_GROUPED_GEMM = KernelRecord(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
+
+
+def turing(record: KernelRecord) -> KernelRecord:
+    """``record``'s Turing (sm_75: no cp.async) sibling ``sm75_<name>``: the same helper and tiles with
+    ``async_copy=False`` and 2 stages, built without ``use_async_copy``: each k tile's shared-memory fill is a
+    synchronous copy (global loads, then shared stores) one tile ahead of the math, so a warp waits for its own loads
+    and other warps' math hides them. Offered only where ``record`` does not build (``record.first_offered``)."""
+    candidates = []
+    for cand in ({**c, "stages": 2} for c in record.candidates):
+        if cand not in candidates:
+            candidates.append(cand)
+    return replace(record, name=f"sm75_{record.name}", defaults={**record.defaults, "stages": 2, "async_copy": False},
+                   pass_config=SIMT_SYNC_CONFIG, candidates=tuple(candidates), needs=())
+
+
+SM75_HWCN = turing(HWCN_HOPPER)
+SM75_NCHW_GEMM = turing(NCHW_GEMM)
+SM75_NHWC_GEMM = turing(NHWC_GEMM)
+SM75_NCHW_GROUPED_GEMM = turing(NCHW_GROUPED_GEMM)
 
 #: Depthwise layers (groups = C, any channel multiplier m = K / C) as the memory-bound stencil they are
 #: (``conv.depthwise``): the bound is the workload's bytes over HBM bandwidth, not FLOPs. A block copies its input
@@ -286,3 +307,4 @@ WINOGRAD = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (64, 32), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
+SM75_WINOGRAD = turing(WINOGRAD)

@@ -47,8 +47,9 @@ from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_MMA, INT8_TMA_WS,
                                              INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK, NHWC_1X1_TMA,
-                                             NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, TENSOR_CORE_TURING,
-                                             WINOGRAD)
+                                             NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN,
+                                             SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_NHWC_GEMM,
+                                             SM75_WINOGRAD, TENSOR_CORE_TURING, WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d import geometry_of, output_size
@@ -242,22 +243,23 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
         v = gemm_view(wl)   # one group's GEMM: rows its output channels, columns the pixels; the groups side by side
         score = lambda bm, bn: round(GemmView(v.n, v.m, v.k).fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
         return [f.with_candidates(ranked_tiles(wl, f, keep, score=score))
-                for f in built_here(wl, (NCHW_GROUPED_GEMM,))]
+                for f in built_here(wl, (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))]
     if wl.name == "conv2d" and (reason := _no_family(wl)) is not None:
         raise ValueError(f"conv rules: no family takes conv2d {wl.shape} ({wl.dtype} {wl.layout}): {reason}")
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
         v = gemm_view(wl)   # NCHW_GEMM's rows are output channels, its columns output pixels
-        ranked = {NCHW_SPLITK.name: lambda: splitk_candidates(wl, keep),
-                  NCHW_GEMM.name: lambda: ranked_tiles(wl, NCHW_GEMM, keep, view=GemmView(v.n, v.m, v.k))}
-        records = [f.with_candidates(cands) for f in built_here(wl, (NCHW_SPLITK, NCHW_GEMM))
-                   if f.accepts(wl) is None and (cands := ranked[f.name]())]
+        families = [*built_here(wl, (NCHW_SPLITK,)), *built_here(wl, (NCHW_GEMM,), (SM75_NCHW_GEMM,))]
+        ranked = lambda f: (splitk_candidates(wl, keep) if f is NCHW_SPLITK    # noqa: E731
+                            else ranked_tiles(wl, f, keep, view=GemmView(v.n, v.m, v.k)))
+        records = [f.with_candidates(cands) for f in families if f.accepts(wl) is None and (cands := ranked(f))]
         if not records:
             raise ValueError(f"no split-K tiling or implicit-GEMM tile fits conv2d {wl.shape}")
         return records
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NHWC":
-        return [f.with_candidates(ranked_tiles(wl, f, keep)) for f in built_here(wl, (NHWC_GEMM,))]
+        return [f.with_candidates(ranked_tiles(wl, f, keep))
+                for f in built_here(wl, (NHWC_GEMM,), (SM75_NHWC_GEMM,))]
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "HWCN":
-        return built_here(wl, (HWCN_HOPPER,))
+        return built_here(wl, (HWCN_HOPPER,), (SM75_HWCN,))
     if wl.name == "conv2d" and wl.dtype == "float16" and wl.layout == "NHWC":
         groups = ((NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA), TENSOR_CORE_TURING)
     elif wl.dtype == "int8" and wl.layout == "NCHW32":
@@ -309,14 +311,14 @@ def refused_here(wl: Workload) -> str | None:
 def winograd_forms(wl: Workload) -> list[Workload]:
     """The same layer computed by Winograd F(2x2, 3x3) and F(4x4, 3x3) (``conv2d_winograd``, family ``WINOGRAD``),
     where it applies: a float32 NCHW or NHWC 3x3 convolution of stride 1 and padding 1, on an architecture that
-    builds ``WINOGRAD`` (``offered``); else none. The filter
+    builds ``winograd_family()``; else none. The filter
     transform is outside the timed kernel (done once per filter, ahead of time; cuDNN's Winograd transforms its
     filter inside every call, inside its time)."""
     z = wl.sizes
     if wl.name == "conv2d" and wl.extra:   # groups, dilation, per-axis stride or padding: not Winograd's layer
         return []
     if (wl.name, wl.dtype) != ("conv2d", "float32") or wl.layout not in ("NCHW", "NHWC") or \
-            (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1) or not offered((WINOGRAD,)):
+            (z["r"], z["s"], z["stride"], z["pad"]) != (3, 3, 1, 1) or winograd_family() is None:
         return []
     return [conv2d_winograd(z["n"], z["c"], z["h"], z["w"], z["k"], m=m, layout=wl.layout) for m in (2, 4)]
 
@@ -340,11 +342,18 @@ def int8_forms(wl: Workload) -> list[Workload]:
     return [form] if layout == "KRS8C4" or ranked_tiles(form, INT8_TMA_WS, keep=1) else []
 
 
+def winograd_family() -> KernelRecord | None:
+    """The Winograd family the build's architecture builds: ``WINOGRAD`` (cp.async), else its Turing sibling
+    ``SM75_WINOGRAD`` (``first_offered``); None where neither does."""
+    taken = first_offered((WINOGRAD,), (SM75_WINOGRAD,))
+    return taken[0] if taken else None
+
+
 def winograd_tiles(form: Workload, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
-    """The ``keep`` best of ``WINOGRAD``'s candidates for a Winograd form of a layer (``winograd_forms``), by how the
+    """The ``keep`` best of ``winograd_family()``'s candidates for a Winograd form of a layer (``winograd_forms``), by how the
     blocks of its alpha^2 GEMMs (K output channels x P tiles, C deep) fill the SMs (``GemmView.fill``, to one
     decimal: a layer of many waves fills them with any tile), then the larger tile (more reuse per value loaded)."""
     z = form.sizes
     th, tw = tiles_of(z["h"], z["w"], z["m"])
     view, gemms = GemmView(z["k"], z["n"] * th * tw, z["c"]), (z["m"] + 2) ** 2
-    return ranked_tiles(form, WINOGRAD, keep, score=lambda bm, bn: round(view.fill(bm, bn, gemms), 1))
+    return ranked_tiles(form, winograd_family(), keep, score=lambda bm, bn: round(view.fill(bm, bn, gemms), 1))

@@ -152,27 +152,30 @@ def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:
 def conv2d_nhwc_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                               warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                               tile_k: int = 16, stages: int = 3, raster: int = 1, prefetch: str = "none",
-                              columns_outer: bool = False, channel_block: int | None = None) -> s_tir.Schedule:
+                              columns_outer: bool = False, channel_block: int | None = None,
+                              async_copy: bool = True) -> s_tir.Schedule:
     """The NHWC fp32 convolution as a GEMM (rows: output pixels, columns: output channels) through the v5 nest.
 
-    Tiles, warps, ``stages``, ``raster``, ``prefetch`` and ``columns_outer`` mean what they mean for
+    Tiles, warps, ``stages``, ``raster``, ``prefetch``, ``columns_outer`` and ``async_copy`` mean what they mean for
     ``gemm_v5_warp_tiled``; any shape (see the module docstring). ``channel_block`` (default ``tile_k`` where it
     divides C, else C) orders k as in ``implicit_gemm``; an explicit one must divide C."""
     nhwc_as_gemm(sch, channel_block=default_channel_block(sch, tile_k, channel_block))
     gemm_v5_warp_tiled(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
-                       stages=stages, raster=raster, prefetch=prefetch, columns_outer=columns_outer, block="conv")
+                       stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch,
+                       columns_outer=columns_outer, block="conv")
     return _finish(sch)
 
 
 def conv2d_nchw_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                               warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                               tile_k: int = 16, stages: int = 3, raster: int = 1, prefetch: str = "none",
-                              columns_outer: bool = False) -> s_tir.Schedule:
+                              columns_outer: bool = False, async_copy: bool = True) -> s_tir.Schedule:
     """The NCHW fp32 convolution as a GEMM (rows: output channels, columns: (image, output pixel)) through the v5
     nest. Parameters as for ``gemm_v5_warp_tiled``; any shape (see the module docstring)."""
     b_fill_vector = 4 if _b_is_x(sch) else 1
     tiles = {"block_tile": block_tile, "warp_tile": warp_tile, "thread_tile": thread_tile, "tile_k": tile_k,
-             "stages": stages, "raster": raster, "prefetch": prefetch, "columns_outer": columns_outer}
+             "stages": stages, "raster": raster, "prefetch": prefetch, "columns_outer": columns_outer,
+             "async_copy": async_copy}
     if groups_of(sch) > 1:
         nchw_grouped_as_gemm(sch)
         _batched_v5(sch, b_fill_vector=b_fill_vector, **tiles)
@@ -184,7 +187,7 @@ def conv2d_nchw_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
 
 def _batched_v5(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int],
                 thread_tile: tuple[int, int], tile_k: int, stages: int, raster: int, prefetch: str,
-                columns_outer: bool, b_fill_vector: int) -> None:
+                columns_outer: bool, async_copy: bool, b_fill_vector: int) -> None:
     """``gemm_v5_warp_tiled`` on the batched GEMM block "conv" (loops: group, m, n, k; B multiplied by A), the
     group on blockIdx.y (as Winograd's batched GEMM)."""
     tiles = (*block_tile, tile_k)
@@ -201,7 +204,7 @@ def _batched_v5(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: 
     rows = sch.split(i, factors=[None, bm // wm, wm // tm, tm])
     cols = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
     simt_nest(sch, blk, rows=rows, cols=cols, k_loops=sch.split(kk, factors=[None, tile_k]), threads=threads,
-              vector=4, fragments=True, stages=stages, async_copy=True, raster=raster, prefetch=prefetch,
+              vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch,
               columns_outer=columns_outer, a_read=1, b_fill_vector=b_fill_vector)
     padding.store_direct(sch)
 

@@ -117,7 +117,8 @@ def winograd_output_transform(sch: s_tir.Schedule, *, threads: int = 256) -> s_t
 def winograd_batched_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                           warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                           tile_k: int = 16, stages: int = 3, raster: int = 1,
-                          prefetch: str = "none", columns_outer: bool = False) -> s_tir.Schedule:
+                          prefetch: str = "none", columns_outer: bool = False,
+                          async_copy: bool = True) -> s_tir.Schedule:
     """Kernel 2: the alpha^2 GEMMs through the v5 nest (``simt_nest``): GEMM rows are output channels, columns
     tiles, the reduction input channels; the GEMM index on blockIdx.y. Tiles, ``stages``, ``raster``, ``prefetch`` and
     ``columns_outer`` mean what they mean for ``gemm_v5_warp_tiled``; K and P need not be multiples of the block tile
@@ -136,7 +137,7 @@ def winograd_batched_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = 
     cols = sch.split(p, factors=[None, bn // wn, wn // tn, tn])
     k_loops = sch.split(c, factors=[None, tile_k])
     simt_nest(sch, blk, rows=rows, cols=cols, k_loops=k_loops, threads=threads, vector=4, fragments=True,
-              stages=stages, async_copy=True, raster=raster, prefetch=prefetch, columns_outer=columns_outer,
+              stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch, columns_outer=columns_outer,
               a_k_major=True)
     padding.store_direct(sch)
     return sch
@@ -145,11 +146,13 @@ def winograd_batched_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = 
 def conv2d_winograd_simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                          warp_tile: tuple[int, int] = (64, 32), thread_tile: tuple[int, int] = (8, 8),
                          tile_k: int = 16, stages: int = 3, raster: int = 1, prefetch: str = "none",
-                         columns_outer: bool = False, threads: int = 256) -> s_tir.Schedule:
+                         columns_outer: bool = False, threads: int = 256,
+                         async_copy: bool = True) -> s_tir.Schedule:
     """The three kernels (module docstring): the GEMM's parameters as ``winograd_batched_gemm``'s, ``threads`` per
     block of the two transforms. Compile with the pass config of ``records.WINOGRAD`` (cp.async)."""
     require_winograd(sch)
     winograd_batched_gemm(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
-                          stages=stages, raster=raster, prefetch=prefetch, columns_outer=columns_outer)
+                          stages=stages, raster=raster, prefetch=prefetch, columns_outer=columns_outer,
+                          async_copy=async_copy)
     winograd_input_transform(sch, threads=threads)
     return winograd_output_transform(sch, threads=threads)
