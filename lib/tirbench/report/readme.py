@@ -316,7 +316,10 @@ def which_gpus_table(root: Path) -> str:
         lines.append(f"| {arch} | {', '.join(EXAMPLE_GPUS.get(spec.compute_capability, ()))} | "
                      f"{len(built)} of {len(families)}: {names} | {_runs_built_for(rows, arch)} |")
     return "\n".join(lines) + ("\n\nFamilies from each family's `needs` (`KernelRecord.needs`, `core.gpu`); "
-                               "recorded runs from `results/*/results.csv` (`arch`: what the kernel was built for).")
+                               "`nhwc_wmma` and the `sm75_` families are Turing's fallbacks, built everywhere but "
+                               "offered by the rules only where the families they stand in for do not build "
+                               "(`record.first_offered`); recorded runs from `results/*/results.csv` (`arch`: what "
+                               "the kernel was built for).")
 
 
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
