@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 from tvm import s_tir
 
 from tirbench.core.gpu import ArchError, require_feature
+from tirbench.schedules.common.tiling import SIMT_SYNC_CONFIG
 from tirbench.workloads.base import Workload
 
 Accepts = Callable[[Workload], "str | None"]
@@ -149,3 +150,16 @@ def require_a_candidate(wl: Workload, records: Iterable[KernelRecord]) -> Worklo
             except ValueError as err:
                 reason = str(err)
     raise ValueError(f"no {'/'.join(r.name for r in records)} kernel takes {wl.name} {wl.shape}: {reason}")
+
+
+def turing(record: KernelRecord) -> KernelRecord:
+    """``record``'s Turing (sm_75: no cp.async) sibling ``sm75_<name>``: the same helper and tiles with
+    ``async_copy=False`` and 2 stages, built without ``use_async_copy``: each k tile's shared-memory fill is a
+    synchronous copy (global loads, then shared stores) one tile ahead of the math, so a warp waits for its own loads
+    and other warps' math hides them. Offered only where ``record`` does not build (``record.first_offered``)."""
+    candidates = []
+    for cand in ({**c, "stages": 2} for c in record.candidates):
+        if cand not in candidates:
+            candidates.append(cand)
+    return replace(record, name=f"sm75_{record.name}", defaults={**record.defaults, "stages": 2, "async_copy": False},
+                   pass_config=SIMT_SYNC_CONFIG, candidates=tuple(candidates), needs=())

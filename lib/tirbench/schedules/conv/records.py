@@ -4,10 +4,8 @@ which workloads it takes). Why the families and their candidates are built as th
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from tirbench.schedules.common.record import Accepts, KernelRecord, takes
-from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG, SIMT_SYNC_CONFIG
+from tirbench.schedules.common.record import Accepts, KernelRecord, takes, turing
+from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.depthwise import conv2d_depthwise
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
@@ -130,19 +128,6 @@ NCHW_GROUPED_GEMM = KernelRecord(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
-
-
-def turing(record: KernelRecord) -> KernelRecord:
-    """``record``'s Turing (sm_75: no cp.async) sibling ``sm75_<name>``: the same helper and tiles with
-    ``async_copy=False`` and 2 stages, built without ``use_async_copy``: each k tile's shared-memory fill is a
-    synchronous copy (global loads, then shared stores) one tile ahead of the math, so a warp waits for its own loads
-    and other warps' math hides them. Offered only where ``record`` does not build (``record.first_offered``)."""
-    candidates = []
-    for cand in ({**c, "stages": 2} for c in record.candidates):
-        if cand not in candidates:
-            candidates.append(cand)
-    return replace(record, name=f"sm75_{record.name}", defaults={**record.defaults, "stages": 2, "async_copy": False},
-                   pass_config=SIMT_SYNC_CONFIG, candidates=tuple(candidates), needs=())
 
 
 SM75_HWCN = turing(HWCN_HOPPER)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tirbench.schedules.common.record import KernelRecord, takes
+from tirbench.schedules.common.record import KernelRecord, takes, turing
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.gemm.simt import (
     gemm_v0_naive,
@@ -105,6 +105,10 @@ V9_TMA_WS = KernelRecord(
         {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0},
         {"block_tile": (64, 128), "stages": 4, "consumers": 1, "persistent_ctas": 0},
     ), needs=("mbarrier", "tma", "setmaxnreg", "wgmma"))
+
+#: v5 on Turing (sm_75: no cp.async): its tiles with synchronous copies (``record.turing``), what the GEMM rules offer
+#: for float32 there (``rules.FALLBACK``); not a rung of the ladder.
+SM75_V5 = turing(V5_WARP_TILED)
 
 #: The ladder, slowest first.
 LADDER: tuple[KernelRecord, ...] = (V0_NAIVE, V1_LOCAL, V2_SHARED, V3_VECTORIZED, V4_PIPELINED, V5_WARP_TILED,

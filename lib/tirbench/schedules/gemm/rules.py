@@ -28,7 +28,8 @@ larger tile, then the fewer slices (less partial-sum traffic); a family keeps it
 GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
 only where the build's architecture builds none of ``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on
 Blackwell): v8 and v9 beat it on Hopper at every size notebook 03 records (split-K offers v7's nest beside v8's for
-its float16 partial GEMM).
+its float16 partial GEMM); on Turing (no cp.async) v6's wmma for float16 and v5 with synchronous copies
+(``SM75_V5``) for float32.
 
 Only the families the build's architecture has the features of (``KernelRecord.needs``) are offered, each one
 skipped said in one line the first time (``record.offered``: ``v9_tma_ws: needs tma (sm_90+); this build is
@@ -41,14 +42,16 @@ from typing import Any, Mapping
 
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
-from tirbench.schedules.common.record import KernelRecord, for_arch, offered
+from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.gemm.records import (
     NARROW,
     PADDED,
     SPLITK_MMA,
     SPLITK_SIMT,
     SPLITK_WGMMA,
+    SM75_V5,
     V5_WARP_TILED,
+    V6_WMMA,
     V7_MMA_LDMATRIX,
     V8_WGMMA,
     V9_TMA_WS,
@@ -71,9 +74,19 @@ FAMILIES: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
     ("float16", "float32"): (V9_TMA_WS, V8_WGMMA),
     ("float16", "float16"): (V9_TMA_WS,),
 }
-#: The families offered, by (input dtype, output dtype), where the build's architecture builds none of ``FAMILIES``'.
-FALLBACK: dict[tuple[str, str], tuple[KernelRecord, ...]] = {
-    ("float16", "float32"): (V7_MMA_LDMATRIX,),
+#: The families offered, by (input dtype, output dtype), where the build's architecture builds none of ``FAMILIES``':
+#: the first group that builds there (``record.first_offered``): v5 with synchronous copies on Turing (``SM75_V5``);
+#: v7 (mma.sync, cp.async: sm_80+), else v6 (wmma: Turing).
+FALLBACK: dict[tuple[str, str], tuple[tuple[KernelRecord, ...], ...]] = {
+    ("float32", "float32"): ((SM75_V5,),),
+    ("float16", "float32"): ((V7_MMA_LDMATRIX,), (V6_WMMA,)),
+}
+#: Tiles the rules add for Turing's float16 fallback v6 (which has no sweep of its own): its default 128 x 128 tile
+#: stages C in more shared memory than sm_75 has where a tile does not divide the GEMM; these fit.
+TURING_TILES: dict[str, tuple[dict[str, Any], ...]] = {
+    V6_WMMA.name: ({"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32},
+                   {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32},
+                   {"block_tile": (64, 128), "warp_tile": (32, 64), "tile_k": 32}),
 }
 #: GEMMs of at most this many rows are also offered split-K, whose block tiles take every row (``gemm.splitk``): one
 #: 128-row tile (past that the GEMM has two block rows of tiles or more without slicing K).
@@ -136,12 +149,12 @@ def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mappin
 
 
 def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
-    """``record``'s sweep, its ``PADDED``, ``WAVE_TILES`` and ``NARROW`` tiles, each with a ``raster`` that fits
-    (``with_raster``), once each, less those taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma
-    tiles."""
+    """``record``'s sweep (its defaults where it has none: v6), its ``PADDED``, ``WAVE_TILES``, ``TURING_TILES`` and
+    ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``), once each, less those taller than ``m`` rows
+    allow (``fits_rows``) and the unswizzled wgmma tiles."""
     pool: list[Mapping[str, Any]] = []
-    for cand in (*record.candidates, *PADDED.get(record.name, ()), *WAVE_TILES.get(record.name, ()),
-                 *NARROW.get(record.name, ())):
+    for cand in (*(record.candidates or ({},)), *PADDED.get(record.name, ()), *WAVE_TILES.get(record.name, ()),
+                 *TURING_TILES.get(record.name, ()), *NARROW.get(record.name, ())):
         cand = with_raster(record, cand, m)
         if cand not in pool and fits_rows(record, dict(cand), m) and cand.get("layout") != "interleaved":
             pool.append(cand)
@@ -174,15 +187,17 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if key not in FAMILIES:
         raise ValueError(f"no GEMM rule takes {wl.dtype} inputs with a {wl.out_dtype} C: the rules take float32, "
                          f"float16 with a float32 C, and float16 with a float16 C")
-    families = offered(FAMILIES[key]) or offered(FALLBACK.get(key, ()))
+    fallbacks = FALLBACK.get(key, ())
+    families = tuple(first_offered(FAMILIES[key], *fallbacks))
     if not families:
         raise ArchError(f"no GEMM family builds {wl.dtype} inputs with a {wl.out_dtype} C here: "
-                        f"{for_arch((*FAMILIES[key], *FALLBACK.get(key, ())))[1][-1]}")
+                        f"{for_arch((*FAMILIES[key], *(f for group in fallbacks for f in group)))[1][-1]}")
     if wl.sizes["m"] <= SPLITK_ROWS and wl.sizes["k"] >= SPLITK_MIN_K:
         families = (*families, *offered(FEW_ROWS.get(key, ())))
     records = [f.with_candidates(cands) for f in families if (cands := ranked(wl, f, keep))]
     if not records:
+        why = ("v9 takes only K and N that are multiples of 8 (rows of A and B that a TMA tensor map can stride, "
+               "16 bytes a step)" if families[0] is V9_TMA_WS else refusal(lambda: families[0].apply(wl)))
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes gemm {wl.shape} ({wl.dtype}, "
-                         f"{wl.out_dtype} C): v9 takes only K and N that are multiples of 8 (rows of A and B that a "
-                         f"TMA tensor map can stride, 16 bytes a step)")
+                         f"{wl.out_dtype} C): {why}")
     return records
