@@ -177,7 +177,7 @@ def test_spread_scaling_against_one_gpu_and_without_a_file(root):
     rows = [dict(base, run_id=f"r{i}", gpu=gpu, gpus=n, new_trials=736, wall_s=wall, trials_per_min=60 * 736 / wall)
             for i, (gpu, n, wall) in enumerate([(H200, 1, 800.0), (H200, 2, 440.0), (H200, 2, 500.0),
                                                 (H200, 4, 250.0), ("cpu", 2, 100.0)])]
-    path = spread.row_path(root, [], gpu=True)
+    path = spread.path_for(root)
     for row in rows:
         spread.append_row(path, row)
     runs = overview.network_tuning(root)

@@ -359,7 +359,7 @@ def throughput_figure(df: pd.DataFrame) -> plt.Figure:
 def network_tuning(root: Path) -> pd.DataFrame:
     """The GPU rows of ``results/tuning/network_tuning.csv`` (``tuning.spread``: one row per run of tasks spread over
     GPUs); empty without the file."""
-    path = spread.row_path(root, [], gpu=True)
+    path = spread.path_for(root)
     if not path.exists():
         return pd.DataFrame(columns=spread.ROW_COLUMNS)
     df = pd.read_csv(path)

@@ -196,11 +196,16 @@ def append_row(path: Path, row: dict[str, object]) -> None:
     append_csv(path, [row], ROW_COLUMNS, validate)
 
 
+def path_for(root: Path) -> Path:
+    """The recorded GPU runs' file: ``results/tuning/network_tuning.csv``."""
+    return root / "results" / "tuning" / "network_tuning.csv"
+
+
 def row_path(root: Path, tasks: list[Task], *, gpu: bool) -> Path:
-    """``results/tuning/network_tuning.csv`` for a GPU run whose databases live under ``results/``, else
+    """``path_for(root)`` for a GPU run whose databases live under ``results/``, else
     ``build/tuning/network_tuning.csv`` (tests and trial runs leave tracked files alone)."""
     under_results = all(t.work_dir.resolve().is_relative_to((root / "results").resolve()) for t in tasks)
-    return root / ("results" if gpu and under_results else "build") / "tuning" / "network_tuning.csv"
+    return path_for(root) if gpu and under_results else root / "build" / "tuning" / "network_tuning.csv"
 
 
 def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> int:
