@@ -6,6 +6,7 @@ import io
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -199,3 +200,17 @@ def test_a_run_is_partial_only_where_it_publishes_and_a_parameter_narrows_it(tmp
     assert run_all.kept_because(nb, {"part": "all", "fail": False}, results_dir, tmp_path) is None
     assert run_all.kept_because(nb, {"part": "x"}, cpu_run, tmp_path) is None   # a CPU run writes every copy
     assert run_all.kept_because(nb, {"part": "x"}, results_dir, tmp_path) == "a partial run (part='x' (default 'all'))"
+
+
+def test_a_run_built_for_an_older_arch_than_the_gpus_keeps_the_published_copies(tmp_path, monkeypatch):
+    nb = tmp_path / "notebooks" / "97_part.ipynb"
+    synthetic_notebook(nb, fail=False)
+    results_dir = tmp_path / "results"
+    monkeypatch.setattr(run_all, "builds_ptx", lambda arch: arch != "sm_90a")   # an H100 as the device
+    monkeypatch.setattr(run_all, "current_gpu", lambda: SimpleNamespace(arch="sm_80"))   # TIRBENCH_ARCH=sm_80
+    assert run_all.kept_because(nb, {"part": "all"}, results_dir, tmp_path) == (
+        "a run built for sm_80, an older architecture than this GPU's (PTX)")
+    assert run_all.ptx_build({"target": "nvidia/nvidia-t4"}) == "sm_75"
+    assert run_all.ptx_build({"target": "nvidia/nvidia-h100"}) is None
+    monkeypatch.setattr(run_all, "current_gpu", lambda: SimpleNamespace(arch="sm_90a"))
+    assert run_all.kept_because(nb, {"part": "all"}, results_dir, tmp_path) is None

@@ -21,8 +21,9 @@ A partial run publishes its rows only: a notebook run with a parameter that narr
 fewer ``configs``, other sizes: any parameter set to another value than the notebook's default, except those of
 ``params.NEUTRAL`` such as ``repeats`` and ``seed``; ``params.narrowing``) appends its rows and data CSVs, but the
 published executed copy, report and figures in ``results/`` stay those of the last full run (one line says so; the
-partial run's executed copy stays in ``build/run-all/`` to read). A run without a GPU writes to ``build/cpu-run/``,
-where every run's copies go.
+partial run's executed copy stays in ``build/run-all/`` to read). So does a run built for an older architecture than
+the GPU's (``TIRBENCH_ARCH=sm_80``, ``-p target nvidia/nvidia-a100``: its kernels run as PTX; ``ptx_build``). A run
+without a GPU writes to ``build/cpu-run/``, where every run's copies go.
 
 Executed copies are compacted first (``report.compact``: palette PNGs, merged progress lines, TVMScript styled by
 class); reports link one shared stylesheet (``reports/report.css``).
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Iterator
 
 import papermill as pm
+import tvm
 import yaml
 from nbconvert import HTMLExporter
 from traitlets.config import Config
@@ -52,7 +54,8 @@ from tirbench.bench import results
 from tirbench.bench.params import narrowing
 from tirbench.bench.session import STAGE_ENV
 from tirbench.core.atomic import write_atomic
-from tirbench.core.machine import has_cuda_gpu
+from tirbench.core.gpu import current_gpu
+from tirbench.core.machine import builds_ptx, has_cuda_gpu
 from tirbench.core.paths import output_dir, project_root
 from tirbench.report.compact import compact_notebook
 from tirbench.report.index import write_index
@@ -178,12 +181,30 @@ def kept_because(nb: Path, params: dict[str, object], out: Path, root: Path) -> 
     whose copies go to ``build/cpu-run/``)."""
     if out != root / "results":
         return None
+    emulated = ptx_build(params)
+    if emulated:
+        return f"a run built for {emulated}, an older architecture than this GPU's (PTX)"
     defaults = {name: spec["default"] for name, spec in pm.inspect_notebook(str(nb)).items()}
     narrowed = narrowing(defaults, params)
     if not narrowed:
         return None
     which = ", ".join(f"{name}={value!r} (default {default!r})" for name, (value, default) in narrowed.items())
     return f"a partial run ({which})"
+
+
+def ptx_build(params: dict[str, object]) -> str | None:
+    """The architecture this run builds for where the GPU runs it as PTX (``machine.builds_ptx``: an older one, from
+    ``-p target`` or ``TIRBENCH_ARCH``), else None. Such a run's rows are recorded (labelled PTX), but the published
+    executed copies, reports and figures stay those of the GPU's own architecture."""
+    target = params.get("target", "auto")
+    if target == "auto":
+        arch = current_gpu().arch
+    else:
+        try:
+            arch = str(tvm.target.Target(str(target)).attrs.get("arch", ""))
+        except (ValueError, TypeError):
+            return None   # the notebook refuses it in one line
+    return arch if arch and builds_ptx(arch) else None
 
 
 def execute(nb: Path, out: Path, scratch: Path, root: Path, params: dict[str, object]) -> list[str]:
