@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import pandas as pd
@@ -69,9 +69,11 @@ def measure_winograd(layers: Sequence[Workload], *, tiles: Sequence[int] = (2, 4
     return runs
 
 
-def read_errors(path: Path) -> pd.DataFrame:
-    """The latest run's rows of an error table (empty without one)."""
-    return latest_run(read_results(path, ERROR_COLUMNS))
+def read_errors(path: Path, skip: Collection[str] = ()) -> pd.DataFrame:
+    """The latest run's rows of an error table (empty without one), leaving out the runs in ``skip`` (those built for
+    an older architecture than their GPU's, whose errors are recorded too)."""
+    df = read_results(path, ERROR_COLUMNS)
+    return latest_run(df[~df["run_id"].isin(list(skip))] if len(df) else df)
 
 
 def versus_cudnn(df: pd.DataFrame, shapes: Sequence[str]) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from tirbench.bench.plots import VENDORS
 from tirbench.bench.results import gpu_labels, latest_run_where, ptx_rows
 from tirbench.report.published import seed_rows_first
 
@@ -87,7 +88,8 @@ def run_builds(df: pd.DataFrame) -> pd.Series:
 
 
 def headline_rows(df: pd.DataFrame, head: Headline) -> pd.DataFrame:
-    """The rows of ``head`` in the latest run of ``df`` (one notebook's rows) that has them, then in the latest such
+    """The rows of ``head`` in the latest run of ``df`` (one notebook's rows) that has them (a row of its own, not only
+    the vendor's: a run built for an architecture without a notebook's databases measures cuBLAS alone), then in the latest such
     run of each older architecture built for (``run_builds``: PTX on a newer GPU), each in the run's order with a
     search's best beside its seed-best row, each with ``baseline`` (the name of the row it is compared with),
     ``ratio`` (its rate / the baseline's; NaN where the run has no baseline row built for the same architecture on
@@ -98,7 +100,7 @@ def headline_rows(df: pd.DataFrame, head: Headline) -> pd.DataFrame:
     parts = []
     for build in sorted(set(builds), key=lambda b: (b != "", b)):
         part = df[builds == build]
-        run = latest_run_where(part, _selected(part, head))
+        run = latest_run_where(part, _selected(part, head) & ~part["provider"].isin(VENDORS))
         parts.append(seed_rows_first(run[_selected(run, head)]) if len(run) else run)
     rows = pd.concat(parts)
     bases = [baseline_of(rows, head, r) for _, r in rows.iterrows()]

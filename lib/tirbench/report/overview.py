@@ -93,9 +93,9 @@ def percent_of_peak(peak: Peak | None, dtype: str, intensity: float, gflops: flo
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU, architecture built for and (notebook, workload, shape, dtype), each variant from its latest run: the
-    fastest hand schedule, MetaSchedule kernel (saying so where its best record is a hand seed) and vendor kernel with
-    their rates, the ratios to the vendor (of the same run where it has one; ``vendor run`` names it where not the best
+    """Per GPU, architecture built for and (notebook, workload, shape, dtype) with a TVM row, each variant from its
+    latest run: the fastest hand schedule, MetaSchedule kernel (saying so where its best record is a hand seed) and
+    vendor kernel with their rates, the ratios to the vendor (of the same run where it has one; ``vendor run`` names it where not the best
     TVM kernel's; a vendor row is native to its GPU, so rows built for an older architecture have none) and the best
     TVM kernel's % of peak. ``gpu_shown`` names the GPU as tables do (``results.gpu_label``), ``ptx`` says whether the
     rows ran as PTX."""
@@ -110,9 +110,10 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
             ("hand", g["provider"] == "tvm"), ("ms", g["provider"] == "metaschedule"),
             ("vendor", g["provider"].isin(VENDORS)))}
         ours = [best[k] for k in ("hand", "ms") if best[k] is not None]
+        if not ours:   # only the vendor measured here (the native rows of a run built for an older architecture)
+            continue
         top = max(ours, key=lambda r: r[metric]) if ours else None
-        if top is not None:   # the vendor shown: the one measured in the best TVM kernel's run, where it has one
-            best["vendor"] = _vendor_of(g, metric, top["run_id"])
+        best["vendor"] = _vendor_of(g, metric, top["run_id"])   # the vendor measured in the best TVM kernel's run
         cc = g["compute_capability"].iloc[0] if "compute_capability" in g else None
         ptx = cc is not None and is_ptx(arch, cc)
         row = {"gpu": gpu, "arch": arch, "gpu_shown": gpu_label(gpu, arch, cc) if ptx else gpu, "ptx": ptx,
@@ -125,10 +126,9 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         for kind, ratio in (("hand", "hand / vendor"), ("ms", "MS / vendor")):
             vendor = _vendor_of(g, metric, best[kind]["run_id"]) if best[kind] is not None else None
             row[ratio] = row[f"{kind}_rate"] / vendor[metric] if vendor is not None else math.nan
-        row["vendor run"] = (best["vendor"]["run_id"] if best["vendor"] is not None and top is not None
+        row["vendor run"] = (best["vendor"]["run_id"] if best["vendor"] is not None
                              and best["vendor"]["run_id"] != top["run_id"] else "same")
-        row["best TVM % of peak"] = (math.nan if top is None else
-                                     percent_of_peak(peak_for(gpu), dtype, intensity, top["gflops"], top["gbps"]))
+        row["best TVM % of peak"] = percent_of_peak(peak_for(gpu), dtype, intensity, top["gflops"], top["gbps"])
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -226,7 +226,9 @@ def winograd_error_table(root: Path) -> str:
     """Notebook 04's latest Winograd error table (``winograd_error.csv``): per layer, F(2x2) and F(4x4) side by side,
     the largest error of the timed kernel's output against the float64 reference (in brackets: relative to the
     largest output) and the tolerance it was checked with."""
-    df = read_errors(root / "results" / "04_conv2d" / ERROR_CSV)
+    rows = read_results(root / "results" / "04_conv2d" / "results.csv")
+    ptx_runs = set(rows["run_id"]) - set(native_runs(rows)["run_id"]) if len(rows) else set()
+    df = read_errors(root / "results" / "04_conv2d" / ERROR_CSV, skip=ptx_runs)
     if df.empty:
         return "not run on a GPU yet"
     lines = ["| layer (NxCxHxWxKxRxSxstridexpad) | layout | F(2x2) max error (relative) | F(2x2) tolerance | "
