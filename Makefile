@@ -2,6 +2,8 @@
 #                plots and the README table; a failing notebook does not stop the others, make fails naming it
 # make test      run the test suite (CPU only) on TEST_WORKERS processes (pytest-xdist; default 2, CI's cores;
 #                TEST_WORKERS=1: one process, e.g. where pytest-xdist is not installed)
+# make compare-runs   per notebook and GPU, the latest native run's headline ratios against the run before it
+#                (tirbench.report.rerun; TOLERANCE=0.03 flags a change past 3%)
 # make lab       open the notebooks in JupyterLab (--allow-root when run as root); LAB_ARGS="--port 8890 --no-browser"
 #                passes more options to `jupyter lab`; it says where the executed copies are (results/executed/)
 # make tune-rpc TUNE="conv2d 1 256 14 14 256 3 3 1 1 --trials 64"   tune on every GPU of this host: an RPC tracker
@@ -48,7 +50,7 @@ TRIALS ?= 32
 # Where `make tuning-databases` puts the full tuning databases.
 DEST ?= build/tuning-databases
 
-.PHONY: run-all test lab readme clean-cpu-run tune-rpc tune-network active-env tuning-databases
+.PHONY: run-all test lab readme compare-runs clean-cpu-run tune-rpc tune-network active-env tuning-databases
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 # Exit status 2 (a bad command line: one line, nothing run): the README is left as it is.
 run-all: $(SETUP)
@@ -58,6 +60,9 @@ run-all: $(SETUP)
 
 readme: $(SETUP)
 	$(PY) -m tirbench.report.readme README.md
+
+compare-runs: $(SETUP)
+	$(PY) -m tirbench.report.rerun --tolerance $(or $(TOLERANCE),0.03)
 
 test: $(SETUP)
 	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)

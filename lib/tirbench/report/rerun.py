@@ -1,0 +1,96 @@
+"""Does a re-run on the same GPU keep a notebook's ratios? The latest native run against the one before it.
+
+    python -m tirbench.report.rerun [--tolerance 0.03] [NOTEBOOK...]      (default: every notebook with headlines)
+
+Per notebook and GPU, the two latest native runs (``results.native_runs``: no row built for an older architecture)
+that have its headline ratios: each headline row's rate over its baseline of the same run (``headline.HEADLINES``,
+``headline_rows``: TVM's and MetaSchedule's rows over cuBLAS / cuDNN), and for notebook 08 each config's whole-network
+cuDNN time / TVM time (``bench.network``). A row's change is the later ratio over the earlier one, minus one; rows the
+two runs do not share are left out. Exit status 1 where a change is past ``--tolerance``, 2 where no GPU has two
+runs to compare.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from tirbench.bench.network import config_tables, network_totals
+from tirbench.bench.plots import VENDORS
+from tirbench.bench.results import native_runs, read_results
+from tirbench.core.paths import project_root
+from tirbench.report.headline import HEADLINES, headline_rows
+from tirbench.workloads.resnet50 import RESNET50
+
+NETWORK = "08_resnet50"
+KEY = ["shape", "dtype", "variant"]
+
+
+def run_ratios(df: pd.DataFrame, notebook: str) -> pd.DataFrame:
+    """Per native run of ``df`` (one notebook's rows): its headline ratios (``KEY``, ``ratio``, with ``run_id``,
+    ``timestamp``, ``gpu``); for notebook 08 one row per config (variant ``network``)."""
+    parts = []
+    for _, run in native_runs(df).groupby("run_id", sort=False):
+        if notebook == NETWORK:
+            tables = config_tables(run, RESNET50)
+            if not tables:
+                continue
+            totals = network_totals(pd.concat([t for _, t in tables.values()], ignore_index=True))
+            ratios = pd.DataFrame({"shape": [f"batch {tables[c][0]}" for c in totals.index], "dtype": totals.index,
+                                   "variant": "network", "ratio": totals["cuDNN / TVM"].to_numpy()})
+        else:
+            rows = headline_rows(run, dict(HEADLINES)[notebook])
+            ratios = rows.loc[~rows["provider"].isin(VENDORS) & rows["ratio"].notna(), [*KEY, "ratio"]]
+        parts.append(ratios.assign(run_id=run["run_id"].iloc[0], timestamp=run["timestamp"].max(),
+                                   gpu=run["gpu"].iloc[0]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*KEY, "ratio", "run_id",
+                                                                                   "timestamp", "gpu"])
+
+
+def compare(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU of ``ratios`` (``run_ratios``), the latest run's ratios beside the run's before it (``KEY``, ``gpu``,
+    ``before``, ``after``, ``change``, ``runs``: "earlier -> later"); empty where no GPU has two runs."""
+    out = []
+    for gpu, g in ratios.groupby("gpu", sort=False):
+        runs = g.drop_duplicates("run_id").sort_values("timestamp")["run_id"].tolist()
+        if len(runs) < 2:
+            continue
+        before, after = (g[g["run_id"] == r].set_index(KEY)["ratio"] for r in runs[-2:])
+        both = pd.concat({"before": before, "after": after}, axis=1, join="inner").reset_index()
+        out.append(both.assign(gpu=gpu, change=both["after"] / both["before"] - 1, runs=f"{runs[-2]} -> {runs[-1]}"))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("notebooks", nargs="*", default=[nb for nb, _ in HEADLINES] + [NETWORK])
+    ap.add_argument("--tolerance", type=float, default=0.03, help="largest |change| that passes (0.03: 3%%)")
+    args = ap.parse_args(argv)
+    known = {nb for nb, _ in HEADLINES} | {NETWORK}
+    for nb in args.notebooks:
+        if nb not in known:
+            print(f"notebook {nb!r}: no headline ratios (one of {', '.join(sorted(known))})")
+            return 2
+    compared, worst = 0, 0.0
+    for nb in args.notebooks:
+        table = compare(run_ratios(read_results(project_root() / "results" / nb / "results.csv"), nb))
+        if table.empty:
+            print(f"{nb}: no GPU has two native runs with its headline rows")
+            continue
+        compared += 1
+        for (gpu, runs), t in table.groupby(["gpu", "runs"], sort=False):
+            print(f"{nb} on {gpu}, runs {runs}:")
+            for r in t.to_dict("records"):
+                flag = "" if abs(r["change"]) <= args.tolerance else "  <- past the tolerance"
+                print(f"  {r['variant']:<34} {r['dtype']:<8} {r['shape']:<26} {r['before']:7.3f}x -> "
+                      f"{r['after']:7.3f}x  {r['change']:+7.1%}{flag}")
+        worst = max(worst, float(table["change"].abs().max()))
+    if not compared:
+        return 2
+    print(f"largest change {worst:.1%} (tolerance {args.tolerance:.0%})")
+    return 1 if worst > args.tolerance else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,42 @@
+"""``report.rerun``: a notebook's headline ratios, latest native run against the one before it on the same GPU."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_results import row
+
+from tirbench.report import rerun
+
+BIG = "4096x4096x4096"
+
+
+def gemm_run(run_id: str, day: int, ours: float, cublas: float, gpu: str = "NVIDIA H200", arch: str = "sm_90a"):
+    stamp = f"2026-11-2{day}T00:00:00+00:00"
+    common = dict(notebook="03_gemm", workload="gemm", shape=BIG, dtype="float16", gpu=gpu)
+    return [row(run_id, stamp, variant="v9_tma_ws", gflops=ours, arch=arch, **common),
+            row(run_id, stamp, variant="cublas_float16", provider="cublas", gflops=cublas, arch="sm_90a", **common)]
+
+
+def frame(*runs) -> pd.DataFrame:
+    return pd.DataFrame([r for run in runs for r in run])
+
+
+def test_the_latest_run_is_compared_with_the_one_before_on_the_same_gpu():
+    df = frame(gemm_run("a", 1, 500.0, 1000.0), gemm_run("b", 2, 900.0, 1000.0), gemm_run("c", 3, 920.0, 1000.0),
+               gemm_run("h100", 4, 100.0, 1000.0, gpu="NVIDIA H100 80GB HBM3"))
+    table = rerun.compare(rerun.run_ratios(df, "03_gemm"))
+    assert len(table) == 1   # the H100 has one run: nothing to compare
+    r = table.iloc[0]
+    assert (r["variant"], r["runs"], r["before"], r["after"]) == ("v9_tma_ws", "b -> c", 0.9, 0.92)
+    assert r["change"] == pytest.approx(0.92 / 0.9 - 1)
+
+
+def test_a_run_built_for_an_older_arch_is_not_compared():
+    df = frame(gemm_run("a", 1, 900.0, 1000.0), gemm_run("b", 2, 900.0, 1000.0),
+               gemm_run("ptx", 3, 300.0, 1000.0, arch="sm_80"))
+    assert rerun.compare(rerun.run_ratios(df, "03_gemm"))["runs"].tolist() == ["a -> b"]
+
+
+def test_an_unknown_notebook_is_one_line(capsys):
+    assert rerun.main(["09_nothing"]) == 2
+    assert capsys.readouterr().out.startswith("notebook '09_nothing': no headline ratios (one of ")
