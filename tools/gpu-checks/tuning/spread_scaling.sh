@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 43: notebook 08's 23 fp32 batch-1 layers x TRIALS trials (default 32) in the `rules` space, from fresh
+# databases, on 4, 2 and 1 GPUs of this host one after the other (GPUS="4 2 1": `python -m tirbench.tuning.spread
+# --gpus G resnet50`, its builds on the host's cores / G), each in its own copy of the tree under /tmp/scale/G
+# with the layers' `rules`-space databases removed. The runs outlive the `run` calls (their own process session; the
+# machine keeps such a process until it goes back).
+#   first call:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh start && \
+#                bash tools/gpu-checks/tuning/spread_scaling.sh wait 560
+#   next calls:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh wait 590
+# wait SECONDS: wait that long or until every run has ended, print their progress, and leave $OUT/scaling.tgz: each
+# copy's results/tuning/network_tuning.csv and databases (scale/G/...). Unpack it here under build/:
+#   tar xzf scaling.tgz -C /work/main/build
+# then append the rows to results/tuning/network_tuning.csv and copy scale/4's databases into results/tuning/conv2d
+# for notebook 08's MetaSchedule column (its replay against the 1-GPU databases' is the issue's check).
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+WORK=/tmp/scale
+GPUS=${GPUS:-4 2 1}
+TRIALS=${TRIALS:-32}
+
+case "${1:-}" in
+  start)
+    rm -rf "$WORK" && mkdir -p "$WORK"
+    for g in $GPUS; do
+      mkdir -p "$WORK/$g"
+      tar --exclude=./.gpukit --exclude=./build --exclude=./.venv -cf - . | tar -xf - -C "$WORK/$g"
+      rm -rf "$WORK/$g"/results/tuning/conv2d/*_rulesspace
+    done
+    GPUS=$GPUS TRIALS=$TRIALS setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
+    echo "tuning resnet50 x $TRIALS trials on $GPUS GPUs, one run after the other, in $WORK; log $WORK/scaling.log"
+    ;;
+  runs)  # (started by `start`) each GPU count in its copy, one after the other
+    for g in $GPUS; do
+      (cd "$WORK/$g" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$PWD \
+        python3 -m tirbench.tuning.spread --gpus "$g" resnet50 --trials "$TRIALS" >"$WORK/run_$g.log" 2>&1)
+      echo "$g GPUs: exit $? at $(date -u +%H:%M:%S)"
+    done
+    touch "$WORK/DONE"
+    ;;
+  wait)
+    end=$(($(date +%s) + ${2:-590}))
+    while [ "$(date +%s)" -lt "$end" ] && [ ! -e "$WORK/DONE" ]; do sleep 5; done
+    cat "$WORK/scaling.log"
+    for log in "$WORK"/run_*.log; do
+      [ -e "$log" ] && { echo "== $log"; tr '\r' '\n' <"$log" | grep -E "^\[spread\]|rror|Killed" | tail -8; }
+    done
+    [ -e "$WORK/DONE" ] && echo "every run ended" || echo "runs go on"
+    (cd "$WORK" && tar czf "${OUT:-/tmp}/scaling.tgz" --exclude=logs \
+      $(for g in $GPUS; do [ -d "$g" ] && (cd "$g" && ls -d results/tuning/network_tuning.csv \
+        results/tuning/conv2d/*_rulesspace 2>/dev/null | sed "s|^|$g/|"); done) \
+      --transform 's|^|scale/|') && echo "scaling.tgz: unpack with: tar xzf scaling.tgz -C /work/main/build"
+    ;;
+  *) echo "usage: $0 start | wait SECONDS" >&2; exit 2 ;;
+esac
