@@ -19,6 +19,13 @@ Every module has two blocks: ``"pad"`` writes the zero-padded input into an inte
 inlines it into whatever reads it), ``"conv"`` accumulates over the input channels of the group and the kernel
 window (for NCHW in the order rc, ry, rx; for the channels-last layouts ry, rx, rc, so the innermost reduction walks
 contiguous channels). The spatial loops of ``"conv"`` follow the output layout.
+
+An epilogue (``ConvEpilogue``: ``bias``, ``residual``, ``relu``, as a network's conv layer with its bias or folded
+batch norm, ResNet's shortcut and activation) adds a block ``"conv_epilogue"`` after ``"conv"``, which then
+accumulates into a float32 buffer ``Yacc``: Y = max(Yacc + Bias[k] + Res, 0) in float32 (Bias: one value per output
+channel, shape (K,); Res: the output's shape and layout; a float16 layer takes its ReLU in "cast": ``_module``). The
+module's arguments: X, W, then Bias and Res where the epilogue has them, then Y. A kernel family's schedule then
+inlines the block into the kernel's output store (``schedules.conv.epilogue``).
 """
 from __future__ import annotations
 
@@ -312,30 +319,77 @@ def _indexers(layout: str, c: int, k: int, g: ConvGeometry) -> tuple[Callable[..
     return unpadded, pad_yx, window
 
 
-def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, g: ConvGeometry, layout: str,
-            dtype: str) -> tvm.IRModule:
-    """The TVMScript module of one layout and dtype: blocks "pad" and "conv", and for float16 a "cast" block.
+@dataclass(frozen=True)
+class ConvEpilogue:
+    """What a ``conv2d`` workload does to its output before storing it, in this order: add a ``bias`` per output
+    channel, add a ``residual`` of the output's shape, ``relu``. False (none) for a plain convolution."""
 
-    float32: "conv" accumulates straight into Y. float16: "conv" accumulates the float32 products of the half
-    inputs into a float32 buffer ``Yacc``, and "cast" rounds it into the half output Y (what cuDNN does).
+    bias: bool = False
+    residual: bool = False
+    relu: bool = False
+
+    def __bool__(self) -> bool:
+        return self.bias or self.residual or self.relu
+
+    @property
+    def tag(self) -> str:
+        """The operations joined by '_': "bias_residual_relu", "bias", "" for none."""
+        return "_".join(op for op in ("bias", "residual", "relu") if getattr(self, op))
+
+    def apply(self, out: np.ndarray, bias: np.ndarray | None, residual: np.ndarray | None) -> np.ndarray:
+        """The epilogue in float64 on an NCHW output (``bias`` (K,), ``residual`` NCHW, each None where absent)."""
+        out = out + bias.astype(np.float64).reshape(1, -1, 1, 1) if self.bias else out
+        out = out + residual.astype(np.float64) if self.residual else out
+        return np.maximum(out, 0) if self.relu else out
+
+
+def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, g: ConvGeometry, layout: str,
+            dtype: str, epilogue: ConvEpilogue = ConvEpilogue()) -> tvm.IRModule:
+    """The TVMScript module of one layout and dtype: blocks "pad" and "conv", with an ``epilogue`` a block
+    "conv_epilogue", and for float16 a "cast" block.
+
+    float32: "conv" accumulates straight into Y (with an epilogue, into ``Yacc``, and "conv_epilogue" writes Y).
+    float16: "conv" accumulates the float32 products of the half inputs into a float32 buffer ``Yacc``, and "cast"
+    rounds it (or the epilogue's float32 sum ``Yepi``) into the half output Y (what cuDNN does). Its ReLU is taken
+    there, on the rounded value (the same number: rounding keeps the sign and 0): TVM 0.27's CUDA code generation
+    cannot broadcast a float32 constant over the 8 lanes of a 16-byte half store (``make_ulonglong4`` of 8 floats),
+    and it can a half one. So a float16 "conv_epilogue" only adds the bias and the residual.
     """
     x_shape, xp_shape, w_shape, y_shape, red_shape = _shapes(n, c, h, w, k, r, s, g, layout)
     unpadded, pad_yx, window = _indexers(layout, c, k, g)
     top, left = g.pad[0], g.pad[2]
     cast = dtype != "float32"
     out_dtype = dtype if cast else "float32"
+    channel = _ORDER[layout][2].index("k")   # the output channel's axis in Y
+    relu_in_block = epilogue.relu and not cast
+    block = epilogue.bias or epilogue.residual or relu_in_block   # "conv_epilogue" exists
 
     def acc(v):  # the float32 value of an input element
         return T.Cast("float32", v) if cast else v
 
+    def finish(t, bias, res):  # "conv_epilogue" on the float32 accumulator t
+        t = t + acc(bias) if epilogue.bias else t
+        t = t + acc(res) if epilogue.residual else t
+        return T.max(t, T.float32(0)) if relu_in_block else t
+
+    def rounded(t):  # "cast": the half value, and a float16 epilogue's ReLU
+        return T.max(T.Cast(dtype, t), T.Cast(dtype, 0)) if epilogue.relu else T.Cast(dtype, t)
+
     @T.prim_func(s_tir=True)
-    def main(X: T.Buffer(x_shape, dtype), W: T.Buffer(w_shape, dtype), Y: T.Buffer(y_shape, out_dtype)):
+    def main(X: T.Buffer(x_shape, dtype), W: T.Buffer(w_shape, dtype), Bias: T.Buffer((k,), dtype),
+             Res: T.Buffer(y_shape, dtype), Y: T.Buffer(y_shape, out_dtype)):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Xp = T.sblock_alloc_buffer(xp_shape, dtype)
-        if cast:
+        if cast or block:
             Yacc = T.sblock_alloc_buffer(y_shape, "float32")
         else:
             Yacc = T.meta_var(Y)  # accumulate in Y itself (meta_var: no rebinding, Y keeps its name)
+        if block and cast:
+            Yepi = T.sblock_alloc_buffer(y_shape, "float32")
+        elif block:
+            Yepi = T.meta_var(Y)
+        else:
+            Yepi = T.meta_var(Yacc)   # "cast" rounds Yacc
         for i0, i1, i2, i3 in T.grid(*xp_shape):
             with T.sblock("pad"):
                 v0, v1, v2, v3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
@@ -353,18 +407,27 @@ def _module(n: int, c: int, h: int, w: int, k: int, r: int, s: int, g: ConvGeome
                     Yacc[v0, v1, v2, v3] = Yacc[v0, v1, v2, v3] + acc(W[wi]) * acc(Xp[xi])
                 else:
                     Yacc[v0, v1, v2, v3] = Yacc[v0, v1, v2, v3] + acc(Xp[xi]) * acc(W[wi])
+        if block:
+            for o0, o1, o2, o3 in T.grid(*y_shape):
+                with T.sblock("conv_epilogue"):
+                    v0, v1, v2, v3 = T.axis.remap("SSSS", [o0, o1, o2, o3])
+                    vk = T.meta_var((v0, v1, v2, v3)[channel])
+                    Yepi[v0, v1, v2, v3] = finish(Yacc[v0, v1, v2, v3], Bias[vk], Res[v0, v1, v2, v3])
         if cast:
             for o0, o1, o2, o3 in T.grid(*y_shape):
                 with T.sblock("cast"):
                     v0, v1, v2, v3 = T.axis.remap("SSSS", [o0, o1, o2, o3])
-                    Y[v0, v1, v2, v3] = T.Cast(dtype, Yacc[v0, v1, v2, v3])
+                    Y[v0, v1, v2, v3] = rounded(Yepi[v0, v1, v2, v3])
 
-    return tvm.IRModule({"main": main})
+    unused = {"Bias": not epilogue.bias, "Res": not epilogue.residual}
+    params = [p for p in main.params if not unused.get(str(p.name), False)]
+    return tvm.IRModule({"main": tvm.tirx.PrimFunc(params, main.body, main.ret_type, main.attrs)})
 
 
 def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int | Sequence[int] = 1,
            pad: int | Sequence[int] = 1, *, layout: str = "NCHW", dtype: str = "float32", groups: int = 1,
-           dilation: int | Sequence[int] = 1) -> Workload:
+           dilation: int | Sequence[int] = 1, bias: bool = False, residual: bool = False,
+           relu: bool = False) -> Workload:
     """A batch of ``n`` images of ``c`` x ``h`` x ``w`` convolved with ``k`` filters of ``c / groups`` x ``r`` x ``s``.
 
     ``stride``: one int or (sh, sw); ``pad``: one int, (ph, pw) (top = bottom, left = right) or (top, bottom, left,
@@ -377,33 +440,45 @@ def conv2d(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, strid
     arguments existed. float32 inputs give a float32 output; float16 inputs are accumulated in float32 and rounded to
     a float16 output. The reference is float64 (``conv2d_reference``) on NCHW copies of the inputs. ``flops`` count
     the C/groups input channels each output reads.
+
+    ``bias``, ``residual``, ``relu``: the epilogue (``ConvEpilogue``; module docstring). Its inputs follow X and W
+    (Bias (K,), Res in the output's layout), its reference adds them to the float64 convolution; ``bytes`` count
+    their reads, ``flops`` the convolution's alone, and ``shape`` and ``name`` are the layer's. Without them the
+    module, shape and name are what they were before these arguments existed.
     """
     g = check_conv_params(n, c, h, w, k, r, s, stride, pad, layout, dilation=dilation, groups=groups)
     check_dtype(dtype, ("float32", "float16"))
     out_dtype = "float32" if dtype == "float32" else dtype
     oh, ow = g.out_hw(h, w, r, s)
     x_nchw, w_kcrs = (n, c, h, w), (k, c // g.groups, r, s)
+    epilogue = ConvEpilogue(bool(bias), bool(residual), bool(relu))
 
     def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
         x = random_array(rng, x_nchw, dtype)
         wt = random_array(rng, w_kcrs, dtype)
-        return [from_nchw(x, layout), filter_from_kcrs(wt, layout)]
+        extra = [random_array(rng, (k,), dtype)] if epilogue.bias else []
+        extra += [from_nchw(random_array(rng, (n, k, oh, ow), dtype), layout)] if epilogue.residual else []
+        return [from_nchw(x, layout), filter_from_kcrs(wt, layout), *extra]
 
-    def reference(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
+    def reference(x: np.ndarray, wt: np.ndarray, *extra: np.ndarray) -> np.ndarray:
         out = conv2d_reference(to_nchw(x, layout), filter_to_kcrs(wt, layout), stride=g.stride, pad=g.pad,
                                dilation=g.dilation, groups=g.groups)
+        b = extra[0] if epilogue.bias else None
+        res = to_nchw(extra[-1], layout) if epilogue.residual else None
+        out = epilogue.apply(out, b, res)
         return from_nchw(out.astype(np.float32), layout)  # compared in float32 whatever the output dtype
 
     itemsize = np.dtype(dtype).itemsize
     red = c // g.groups * r * s
+    epilogue_bytes = (k if epilogue.bias else 0) + (n * k * oh * ow if epilogue.residual else 0)
     return Workload(
         name="conv2d",
         sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": g.stride[0], "pad": g.pad[0]},
-        dtype=dtype, mod=_module(n, c, h, w, k, r, s, g, layout, dtype),
+        dtype=dtype, mod=_module(n, c, h, w, k, r, s, g, layout, dtype, epilogue),
         make_inputs=make_inputs, reference=reference,
         out_shape=stored_shape((n, k, oh, ow), layout), out_dtype=out_dtype,
         flops=2 * n * k * oh * ow * red,
-        bytes=(n * c * h * w + k * red) * itemsize + n * k * oh * ow * np.dtype(out_dtype).itemsize,
+        bytes=(n * c * h * w + k * red + epilogue_bytes) * itemsize + n * k * oh * ow * np.dtype(out_dtype).itemsize,
         # as for GEMM: fp32 accumulation over red = c/groups*r*s products differs from float64 by ~1e-7 * red at most;
         # a float16 output adds its rounding, half an ulp: 2**-11 of the value (rtol 2e-3 leaves 4x margin)
         tolerance={"rtol": 1e-3 if dtype == "float32" else 2e-3, "atol": 1e-5 * red}, layout=layout,
