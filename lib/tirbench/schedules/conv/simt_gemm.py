@@ -41,9 +41,15 @@ def _require_float32(sch: s_tir.Schedule, layout: str) -> None:
         raise ValueError(f"this schedule takes float32 inputs: use conv2d(..., layout='{layout}', dtype='float32')")
 
 
+def output_copy(sch: s_tir.Schedule) -> str:
+    """The output copy the reindexing makes (block and buffer): "Y_reindex", or "Yacc_reindex" where the
+    convolution accumulates into ``Yacc`` for an epilogue (``workloads.conv2d(..., bias=True)``)."""
+    return "Yacc_reindex" if has_block(sch, "Yacc_reindex") else "Y_reindex"
+
+
 def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     """Reindex the NCHW float32 convolution's block "conv" into a GEMM block (loops: output channel, (image, pixel),
-    (c, r, s); see the module docstring), the output copy "Y_reindex" into the same (m, n) order."""
+    (c, r, s); see the module docstring), the output copy (``output_copy``) into the same (m, n) order."""
     blk, ext = conv_block(sch, "NCHW")
     _require_float32(sch, "NCHW")
     r, s = ext["r"], ext["s"]
@@ -68,7 +74,7 @@ def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     sch.transform_layout(blk, ("read", 0), IndexMap.from_func(b_index, ndim=ndim, index_dtype="int32"))
     sch.transform_layout(blk, ("read", 1), lambda f, rc, ry, rx: (f, k_index(rc, ry, rx)))
     sch.transform_layout(blk, ("write", 0), lambda b, f, y, x: (f, column(b, y, x)))
-    sch.transform_block_layout(sch.get_sblock("Y_reindex"), lambda b, f, y, x: (f, column(b, y, x)))
+    sch.transform_block_layout(sch.get_sblock(output_copy(sch)), lambda b, f, y, x: (f, column(b, y, x)))
     return sch
 
 
@@ -94,8 +100,8 @@ def _access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str) -> list[
 def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     """Reindex the grouped NCHW float32 convolution's block "conv" into a batched GEMM block, one GEMM per group
     (loops: group, output channel in group, (image, pixel), (c, r, s) of the group), A = the group's filter rows, B
-    = the im2col of the group's input channels, C = the group's output channels; the output copy "Y_reindex" into
-    the same (group, m, n) order. A group of one output channel is refused in one line."""
+    = the im2col of the group's input channels, C = the group's output channels; the output copy (``output_copy``)
+    into the same (group, m, n) order. A group of one output channel is refused in one line."""
     blk, ext = conv_block(sch, "NCHW")
     _require_float32(sch, "NCHW")
     groups, (r, s) = groups_of(sch), (ext["r"], ext["s"])
@@ -112,7 +118,8 @@ def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     sch.transform_block_layout(blk, lambda b, f, y, x, rc, ry, rx: (f // kg, f % kg, b, y, x, rc, ry, rx))
     for operand in (("read", 0), ("read", 1), ("write", 0)):
         sch.reindex(blk, operand)
-    axes = {name: _access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", "Y_reindex")}
+    out = output_copy(sch)
+    axes = {name: _access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", out)}
     sch.transform_block_layout(blk, lambda g, j, b, y, x, rc, ry, rx: (
         g, j, column(b, y, x), k_index({"rc": rc, "ry": ry, "rx": rx})))
 
@@ -126,18 +133,18 @@ def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
 
     sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "k", "col"))
     sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "j", "k"))
-    sch.transform_layout(blk, ("write", 0), gemm_index("Y_reindex", "g", "j", "col"))
-    sch.transform_block_layout(sch.get_sblock("Y_reindex"), gemm_index("Y_reindex", "g", "j", "col"))
+    sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "j", "col"))
+    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, "g", "j", "col"))
     return sch
 
 
 def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
     """Reindex the NHWC float32 convolution's block "conv" into a GEMM block (loops: pixel, output channel, k; see
-    ``implicit_gemm``), the output copy "Y_reindex" into the same (m, n) order."""
+    ``implicit_gemm``), the output copy (``output_copy``) into the same (m, n) order."""
     blk, ext = conv_block(sch, "NHWC")
     _require_float32(sch, "NHWC")
     reindex_channels_last(sch, blk, ext, channel_block=channel_block, filter_nk=False)
-    sch.transform_block_layout(sch.get_sblock("Y_reindex"), lambda b, y, x, f: (pixel_index(ext)(b, y, x), f))
+    sch.transform_block_layout(sch.get_sblock(output_copy(sch)), lambda b, y, x, f: (pixel_index(ext)(b, y, x), f))
     return sch
 
 
@@ -145,7 +152,7 @@ def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:
     """After the GEMM helper: im2col, the filter reshape and the padding into the shared fills, the output copy
     into the register write-back (Y stored straight from registers)."""
     inline_im2col(sch)
-    sch.reverse_compute_inline(sch.get_sblock("Y_reindex"))
+    sch.reverse_compute_inline(sch.get_sblock(output_copy(sch)))
     return sch
 
 
