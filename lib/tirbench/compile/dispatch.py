@@ -10,9 +10,18 @@ two extra passes over device memory per layer, each as many bytes as the activat
 A float16 layer the model writes as float32 (``ToMixedPrecision(out_dtype="float32")``) gets its kernel's float16
 output cast (``R.astype``): one more rounding than the model asked for, what cuDNN's fp16 convolution does.
 
-Epilogues (bias add, ReLU, residual add) stay separate Relax ops in this version: the kernel is opaque to
-``FuseOps`` (``op_pattern``), which fuses the epilogue into a kernel of its own (``fused_add_relu``), one more pass
-over the output; fusing them into the kernel's store is next.
+Epilogues (issue 44): a conv followed by + bias, + residual and ReLU, in that order, each optional
+(``epilogue.find_chains``: TVM's conv patterns, each value inside the chain read by the chain alone), becomes ONE
+kernel: the family and parameters chosen for the conv alone, applied to the layer's workload with that epilogue
+(``workloads.conv2d(..., bias=, residual=, relu=)``), whose epilogue block is then inlined into the family's store
+(``schedules.conv.epilogue``; ``kernels.with_epilogue``). Every family the pass dispatches takes it (split-K in
+its second kernel, which sums the slices). The bias goes in as (K,) (``R.reshape``: folded for a constant, a copy
+of K values for a parameter); on the NHWC families the residual is transposed first (one pass over it, which the
+separate add would have made too). The epilogue stays separate Relax ops, which ``FuseOps`` makes a kernel of their
+own (``fused_add_relu``: one more pass over the output), where the family's store refuses it (its line in the
+layer's ``LayerNote``) and where the layer writes another dtype than its kernel (a float16 conv written as float32:
+the model adds a float32 bias to the cast output). A conv left to DLight keeps its chain: ``FuseOps`` fuses the
+legalized conv with it.
 
 All dispatched kernels build in one ``tvm.compile`` under one PassContext (``pass_config_of``): a layer whose
 family's config (``kernels.build_config``) contradicts one already dispatched stays ``relax.nn.conv2d``.
@@ -20,15 +29,18 @@ family's config (``kernels.build_config``) contradicts one already dispatched st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tirbench.bench.choose import Choices
-from tirbench.compile.kernels import LAYOUT, ConvKernel, choose_kernel
+from tirbench.compile.epilogue import Chain, find_chains
+from tirbench.compile.kernels import LAYOUT, ConvKernel, choose_kernel, with_epilogue
 from tirbench.compile.layer import RelaxConv, is_conv2d, layer_of
 from tirbench.core.gpu import current_gpu
+from tirbench.workloads.conv2d import ConvEpilogue
 
 #: Transposes of an NCHW activation to NHWC and back, and of an OIHW filter to the NHWC families' (R, S, C, K).
 TO_NHWC, TO_NCHW, TO_RSCK = (0, 2, 3, 1), (0, 3, 1, 2), (2, 3, 1, 0)
@@ -36,14 +48,24 @@ TO_NHWC, TO_NCHW, TO_RSCK = (0, 2, 3, 1), (0, 3, 1, 2), (2, 3, 1, 0)
 
 @dataclass(frozen=True)
 class LayerNote:
-    """What the pass did with one conv: the kernel it called (``kernel``), or why it left the conv (``reason``)."""
+    """What the pass did with one conv: the kernel it called (``kernel``), or why it left the conv (``reason``);
+    the epilogue after it (``epilogue``, ``ConvEpilogue.tag``) and why it stays separate (``apart``; "" where the
+    kernel stores it: "conv2d <shape> float32 + bias_relu: nchw_splitk{...} (rules)")."""
 
     layer: str
     kernel: str | None = None
     reason: str = ""
+    epilogue: str = ""
+    apart: str = ""
 
     def __str__(self) -> str:
-        return f"{self.layer}: {self.kernel}" if self.kernel else f"{self.layer}: left to DLight ({self.reason})"
+        if not self.kernel:
+            return f"{self.layer}: left to DLight ({self.reason})"
+        if not self.epilogue:
+            return f"{self.layer}: {self.kernel}"
+        if not self.apart:
+            return f"{self.layer} + {self.epilogue}: {self.kernel}"
+        return f"{self.layer}: {self.kernel}; {self.epilogue} left to FuseOps ({self.apart})"
 
 
 def serial_for(target: tvm.target.Target) -> bool:
@@ -68,19 +90,37 @@ class _ConvDispatcher(PyExprMutator):
         self.serial, self.choices = serial, choices
         self.notes: list[LayerNote] = []
         self.config: dict[str, bool] = {}
-        self.kernels: dict[tuple[str, str], ConvKernel | str] = {}
+        self.kernels: dict[tuple[str, str, str], ConvKernel | str] = {}
+        self.heads: dict[relax.Call, Chain] = {}
+        self.fused: dict[relax.Call, tuple[Chain, ConvKernel]] = {}
 
-    def _kernel(self, layer: RelaxConv) -> ConvKernel:
-        wl = layer.workload(LAYOUT[layer.dtype])
-        key = (wl.shape, wl.dtype)
+    def rewrite(self, func: relax.Function) -> relax.Function:
+        """``func`` with its convs dispatched and what a fused chain replaced removed."""
+        self.heads = {chain.conv: chain for chain in find_chains(func)}
+        return relax.analysis.remove_all_unused(self.visit_expr(func))
+
+    def _cached(self, key: tuple[str, str, str], make: Callable[[], ConvKernel]) -> ConvKernel:
         if key not in self.kernels:
             try:
-                self.kernels[key] = choose_kernel(wl, choices=self.choices, serial=self.serial)
+                self.kernels[key] = make()
             except ValueError as err:
                 self.kernels[key] = str(err)
         if isinstance(self.kernels[key], str):
             raise ValueError(self.kernels[key])
         return self.kernels[key]
+
+    def _kernel(self, layer: RelaxConv) -> ConvKernel:
+        wl = layer.workload(LAYOUT[layer.dtype])
+        return self._cached((wl.shape, wl.dtype, ""), lambda: choose_kernel(wl, choices=self.choices,
+                                                                           serial=self.serial))
+
+    def _fused_kernel(self, layer: RelaxConv, kernel: ConvKernel, epilogue: ConvEpilogue) -> ConvKernel:
+        """``kernel`` with ``epilogue`` fused into its store; a one-line ValueError where it cannot be."""
+        if layer.out_dtype != kernel.workload.out_dtype:
+            raise ValueError(f"the layer writes {layer.out_dtype}, its kernel {kernel.workload.out_dtype}")
+        wl = layer.workload(kernel.workload.layout, epilogue)
+        return self._cached((wl.shape, wl.dtype, epilogue.tag),
+                            lambda: with_epilogue(kernel, wl, epilogue, serial=self.serial))
 
     def _agree(self, kernel: ConvKernel) -> None:
         config = kernel.func.attrs["tirbench.pass_config"]
@@ -91,37 +131,60 @@ class _ConvDispatcher(PyExprMutator):
         self.config.update({str(k): bool(v) for k, v in config.items()})
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
-        call = super().visit_call_(call)
-        if not is_conv2d(call):
-            return call
+        new = super().visit_call_(call)
+        if call in self.fused:    # the end of a chain whose conv got a fused kernel
+            return self._call(*self.fused[call])
+        if not is_conv2d(new):
+            return new
+        note, kernel = self._choose(new, self.heads.get(call))
+        self.notes.append(note)
+        if kernel is None or (note.epilogue and not note.apart):
+            return new            # left to DLight, or unused once its chain's end is replaced (``rewrite``)
+        return self._call(Chain(call, call, ConvEpilogue()), kernel)
+
+    def _choose(self, conv: relax.Call, chain: Chain | None) -> tuple[LayerNote, ConvKernel | None]:
+        """The note on ``conv`` and its kernel (None where it is left to DLight); where ``chain`` (the chain it
+        heads) fuses, the fused kernel waits for the chain's end (``fused``)."""
         try:
-            layer = layer_of(call)
+            layer = layer_of(conv)
             name = f"conv2d {layer.workload('NCHW').shape} {layer.dtype}"
         except ValueError as err:
-            self.notes.append(LayerNote("conv2d", reason=str(err)))
-            return call
+            return LayerNote("conv2d", reason=str(err)), None
         try:
             kernel = self._kernel(layer)
             self._agree(kernel)
         except ValueError as err:
-            self.notes.append(LayerNote(name, reason=str(err)))
-            return call
-        self.notes.append(LayerNote(name, kernel.describe()))
-        return self._call(call, layer, kernel)
+            return LayerNote(name, reason=str(err)), None
+        if chain is None:
+            return LayerNote(name, kernel.describe()), kernel
+        try:
+            self.fused[chain.end] = (chain, self._fused_kernel(layer, kernel, chain.epilogue))
+        except ValueError as err:
+            return LayerNote(name, kernel.describe(), epilogue=chain.epilogue.tag, apart=str(err)), kernel
+        return LayerNote(name, kernel.describe(), epilogue=chain.epilogue.tag), kernel
 
-    def _call(self, call: relax.Call, layer: RelaxConv, kernel: ConvKernel) -> relax.Expr:
-        data, weight = call.args
+    def _call(self, chain: Chain, kernel: ConvKernel) -> relax.Expr:
+        """The call of ``kernel`` on ``chain``'s conv operands and epilogue inputs, between the NHWC transposes
+        (and the cast of a float16 kernel the model writes as float32)."""
+        data, weight = (self.visit_expr(arg) for arg in chain.conv.args)
         wl = kernel.workload
         nhwc = wl.layout == "NHWC"
         if nhwc:
             data = self.builder_.emit(relax.op.permute_dims(data, TO_NHWC))
             weight = self.builder_.emit(relax.op.permute_dims(weight, TO_RSCK))
+        args = [data, weight]
+        if chain.bias is not None:
+            args.append(self.builder_.emit(relax.op.reshape(self.visit_expr(chain.bias), (wl.sizes["k"],))))
+        if chain.residual is not None:
+            residual = self.visit_expr(chain.residual)
+            args.append(self.builder_.emit(relax.op.permute_dims(residual, TO_NHWC)) if nhwc else residual)
         gv = self.builder_.add_func(kernel.func, kernel.name)
-        out = relax.call_tir(gv, [data, weight], relax.TensorType(wl.out_shape, wl.out_dtype))
+        out = relax.call_tir(gv, args, relax.TensorType(wl.out_shape, wl.out_dtype))
         if nhwc:
             out = relax.op.permute_dims(self.builder_.emit(out), TO_NCHW)
-        if layer.out_dtype != wl.out_dtype:
-            out = relax.op.astype(self.builder_.emit(out), layer.out_dtype)
+        out_dtype = str(chain.end.ty.dtype)
+        if out_dtype != wl.out_dtype:
+            out = relax.op.astype(self.builder_.emit(out), out_dtype)
         return out
 
 
@@ -131,7 +194,7 @@ def dispatch_convs(mod: tvm.IRModule, target: tvm.target.Target,
     dispatcher = _ConvDispatcher(mod, serial_for(target), choices)
     for gv, func in mod.functions_items():
         if isinstance(func, relax.Function):
-            dispatcher.builder_.update_func(gv, dispatcher.visit_expr(func))
+            dispatcher.builder_.update_func(gv, dispatcher.rewrite(func))
     return dispatcher.builder_.get(), dispatcher.notes
 
 

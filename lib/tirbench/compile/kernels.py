@@ -6,6 +6,9 @@ layer (the rules' own pick, untimed). A Winograd choice is not taken in this ver
 transformed filter: a weight transform would have to join the model); neither are the TIRx families
 (``nhwc_tma_ws``, ``nhwc_1x1_tma``): one ``tvm.compile`` of a Relax module lowers every PrimFunc with one TIR
 pipeline, the suite's s_tir one (``core.lowering.PIPELINE``), and a TIRx kernel needs TVM's ``tirx`` pipeline.
+A layer with an epilogue (bias, residual, ReLU) gets the family and parameters chosen for the layer alone, scheduled
+on its workload with the epilogue, which ``schedules.conv.epilogue.fuse_epilogue`` then inlines into the kernel's
+store (``with_epilogue``).
 
 Marks the PrimFunc carries (``relax_callable``):
 - no ``global_symbol``: the suite's workloads call theirs ``main``, the Relax entry's name; Relax's
@@ -22,15 +25,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from tirbench.bench.choose import Choices, offered
 from tirbench.core import lowering
 from tirbench.core.serial import without_threads
 from tirbench.schedules.common.record import KernelRecord
+from tirbench.schedules.conv.epilogue import fuse_epilogue
 from tirbench.schedules.conv.records import CONV_TC_CONFIG
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import ConvEpilogue
 
 #: The layout each dtype's families take: float32 NCHW (the model's own: no transposes), float16 NHWC (the
 #: tensor-core families; ``dispatch`` transposes around the kernel).
@@ -48,19 +53,21 @@ def build_config(record: KernelRecord) -> dict[str, bool]:
 
 @dataclass(frozen=True)
 class ConvKernel:
-    """The kernel chosen for a layer's ``workload``: its family, parameters, scheduled PrimFunc and where the
-    choice came from (``recorded`` or ``rules``)."""
+    """The kernel chosen for a layer's ``workload``: its family, parameters, scheduled PrimFunc, where the choice
+    came from (``recorded`` or ``rules``) and the epilogue fused into its store (``with_epilogue``)."""
 
     workload: Workload
     record: KernelRecord
     params: Mapping[str, Any]
     func: tirx.PrimFunc
     source: str
+    epilogue: ConvEpilogue = ConvEpilogue()
 
     @property
     def name(self) -> str:
-        """The PrimFunc's name in the module: ``nchw_splitk_1x64x56x56x64x3x3x1x1``."""
-        return f"{self.record.name}_{self.workload.shape}"
+        """The PrimFunc's name in the module: ``nchw_splitk_1x64x56x56x64x3x3x1x1``, and its epilogue's tag after it
+        (``..._bias_relu``)."""
+        return "_".join(part for part in (self.record.name, self.workload.shape, self.epilogue.tag) if part)
 
     def describe(self) -> str:
         return f"{self.record.name}{dict(self.params)} ({self.source})"
@@ -74,6 +81,15 @@ def relax_callable(func: tirx.PrimFunc, record: KernelRecord, params: Mapping[st
     for key, value in attrs.items():
         func = func.with_attr(key, value)
     return func
+
+
+def _callable(wl: Workload, sch: s_tir.Schedule, record: KernelRecord, params: Mapping[str, Any],
+              serial: bool) -> tirx.PrimFunc:
+    """The PrimFunc of ``sch`` (``record``'s schedule of ``wl`` with ``params``) marked by ``relax_callable``;
+    ``serial``: its schedule replayed without thread bindings (``core.serial``)."""
+    if serial:
+        sch = without_threads(wl.mod, sch)
+    return relax_callable(sch.mod["main"], record, params)
 
 
 def _picks(wl: Workload, choices: Choices | None) -> list[tuple[KernelRecord, Mapping[str, Any], str]]:
@@ -98,10 +114,16 @@ def choose_kernel(wl: Workload, *, choices: Choices | None = None, serial: bool 
         if serial and any(inst.kind.name == "Tensorize" for inst in sch.trace.insts):
             reasons.append(f"{record.name} uses tensor-core intrinsics (no llvm lowering)")
             continue
-        if serial:
-            sch = without_threads(wl.mod, sch)
-        func = relax_callable(sch.mod["main"], record, params)
-        return ConvKernel(wl, record, dict(params), func, source)
+        return ConvKernel(wl, record, dict(params), _callable(wl, sch, record, params, serial), source)
     raise ValueError(f"no kernel of the conv rules builds {wl.name} {wl.shape} {wl.dtype} here: {'; '.join(reasons)}")
+
+
+def with_epilogue(kernel: ConvKernel, wl: Workload, epilogue: ConvEpilogue, *, serial: bool = False) -> ConvKernel:
+    """``kernel``'s family and parameters on ``wl``, its layer with ``epilogue`` (``workloads.conv2d``), the epilogue
+    fused into the family's store (``schedules.conv.epilogue``); a one-line ValueError where that store cannot take
+    it."""
+    sch = fuse_epilogue(kernel.record.apply(wl, kernel.params))
+    func = _callable(wl, sch, kernel.record, kernel.params, serial)
+    return ConvKernel(wl, kernel.record, kernel.params, func, kernel.source, epilogue)
 
 

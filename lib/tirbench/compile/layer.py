@@ -12,6 +12,7 @@ import tvm
 from tvm import relax
 
 from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d import ConvEpilogue, conv2d
 from tirbench.workloads.layers import ConvLayer
 
 #: The dtypes the suite's conv workloads take (``workloads.conv2d``).
@@ -28,9 +29,11 @@ class RelaxConv:
     dtype: str
     out_dtype: str
 
-    def workload(self, layout: str) -> Workload:
-        """The layer as the suite's workload stored in ``layout`` (a one-line ValueError where it cannot be one)."""
-        return self.layer.workload(self.n, layout, self.dtype)
+    def workload(self, layout: str, epilogue: ConvEpilogue = ConvEpilogue()) -> Workload:
+        """The layer as the suite's workload stored in ``layout``, with ``epilogue`` (a one-line ValueError where it
+        cannot be one)."""
+        return conv2d(**self.layer.conv2d_kwargs(self.n), layout=layout, dtype=self.dtype, bias=epilogue.bias,
+                      residual=epilogue.residual, relu=epilogue.relu)
 
 
 def _static(expr: relax.Expr, what: str) -> tuple[int, ...]:
