@@ -2,7 +2,8 @@
 
 For each model (random weights, eval mode, batch 1, fp32, NCHW): ``torch.export`` -> ``from_exported_program`` ->
 ``tirbench.compile.pipeline.compile_model`` twice (``rules=False``: TVM's default pipeline, DLight; ``rules=True``:
-each conv the rules take dispatched to their kernel, notebook 08's recorded choices where they apply), each checked
+each conv the rules take dispatched to their kernel with its bias, shortcut and ReLU fused into its store, notebook
+08's recorded choices where they apply), each checked
 against PyTorch's output on the same input (max |difference| <= ``RTOL`` x max |torch|: randomly initialised
 models give outputs of any scale, 1e-9 for MobileNetV2), then timed: the
 median of ``--repeats`` calls of the whole model (Relax VM ``time_evaluator``, one call per repeat, no L2 flush:
@@ -59,8 +60,8 @@ def main() -> None:
     from tvm.relax.frontend.torch import from_exported_program
 
     from tirbench.bench.choose import Choices
-    from tirbench.compile.dispatch import dispatch_convs
-    from tirbench.compile.pipeline import compile_model
+    from tirbench.compile.dispatch import DispatchConvRules
+    from tirbench.compile.pipeline import compile_model, passes
     from tirbench.core.machine import cuda_target, require_cuda_gpu
 
     gpu = require_cuda_gpu().device_name
@@ -79,13 +80,21 @@ def main() -> None:
             model_gpu, x_gpu = model.cuda(), x.cuda()
             ref = model_gpu(x_gpu).float().cpu().numpy()
             eager_ms = torch_median_ms(model_gpu, x_gpu, a.repeats)
-        _, notes = dispatch_convs(mod, target, choices)
+        dispatch = passes(mod, target, choices=choices)   # batch norms folded first, as compile_model does
+        with target:
+            tvm.transform.Sequential(dispatch)(mod)
+        notes = next(p for p in dispatch if isinstance(p, DispatchConvRules)).notes
         taken = [n for n in notes if n.kernel]
         print(f"{name}: {len(taken)} of {len(notes)} convs dispatched to the rules' kernels:",
               dict(collections.Counter(n.kernel.split("(")[0].split("{")[0] for n in taken)))
+        fused = [n for n in taken if n.epilogue and not n.apart]
+        print(f"{name}: {len(fused)} of them with their epilogue fused:",
+              dict(collections.Counter(n.epilogue for n in fused)))
         for n in notes:
             if not n.kernel:
                 print(f"  left for DLight: {n.reason}")
+            elif n.apart:
+                print(f"  {n.epilogue} left to FuseOps: {n.apart}")
         base = dict(run_id=run_id, timestamp=now.isoformat(timespec="seconds"), gpu=gpu, tvm_version=tvm.__version__,
                     torch_version=torch.__version__, model=name, batch=1, dtype="float32",
                     convs_dispatched=len(taken), convs=len(notes))
