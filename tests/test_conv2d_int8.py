@@ -196,6 +196,17 @@ def test_int8_epilogue_moves_16_bytes_per_thread_and_keeps_registers():
     assert "0 bytes stack frame" in report, report
 
 
+def test_int8_epilogue_stores_only_the_real_pixels_and_channels_of_a_padded_tile():
+    """12 pixels and 96 channels in a 32 x 128 tile: every 16-byte store of Y is predicated (it once wrote past Y for
+    the padded pixels, and the idle threads of a pixel over the next pass's pixels)."""
+    wl = conv2d_int8(1, 128, 7, 5, 96, 3, 3, 2, 1, relu=True, residual=True)
+    sch = conv2d_int8_mma(s_tir.Schedule(wl.mod), block_tile=(32, 128), warp_tile=(16, 64), tile_k=64, stages=3)
+    with tvm.transform.PassContext(config=CONV_TC_CONFIG):
+        lines = device_source(sch, H100).splitlines()
+    stores = [i for i, line in enumerate(lines) if line.lstrip().startswith("*(int4*)(Y_ptr")]
+    assert stores and all(lines[i - 1].lstrip().startswith("if (") for i in stores), [lines[i - 1] for i in stores]
+
+
 def test_int8_epilogue_tile_that_does_not_fit_fails_in_one_line():
     wl = conv2d_int8(2, 128, 8, 8, 160)   # bn = 80: 5 threads per pixel do not divide 128 threads
     with pytest.raises(ValueError, match="int8 epilogue") as err:

@@ -24,22 +24,30 @@ from tirbench.workloads.conv2d_int8 import NARROW_LANES, filter_layout_of
 INT8_VECTOR = 16
 
 
-def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
+def _finish_int8(sch: s_tir.Schedule, *, warps: int, bn: int) -> s_tir.Schedule:
     """``finish_implicit_gemm`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation)
     per thread on ``INT8_VECTOR`` channels of one pixel per pass, its memory traffic in registers. Before its passes a
     thread loads its channels' bias and scale once (16-byte loads); per pass (unrolled, so the residual loads overlap)
     C's int32 values come in four 16-byte shared loads, the residual in one 16-byte load and Y leaves in one 16-byte
     store; only the arithmetic is scalar (TVM's vectoriser leaves a loop that calls ``nearbyint`` scalar, loads and
     stores included). C's shared rows are padded by 8 values so the accumulators' stores do not collide in one bank
-    group."""
+    group.
+
+    A pixel takes ``bn`` / 16 threads (``bn``: the block tile's columns). Where the tile pads M or N, Y's 16-byte copy
+    stores only real pixels and channels: it is made while its domain is still Y's, and a thread's pixel and channels
+    (an idle thread's too) lie past Y exactly where they are not real, so the copy is predicated there. (Made later,
+    it took its domain from the epilogue's region without the epilogue's predicate, and with a pixel's threads
+    counted from the layer's channels the idle ones mapped onto the next pass's pixels: both wrote past Y or over
+    other threads' values.)"""
     inline_im2col(sch)
     _pad_c_rows(sch)
     out = sch.get_sblock("Yacc_reindex")
+    store = sch.cache_write(out, 0, "local")  # Y's copy, made while its domain is Y's (see the docstring)
     sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
     m, n = sch.get_loops(out)[1:]
-    per_row = int(sch.get(n).extent) // INT8_VECTOR
+    per_row = bn // INT8_VECTOR  # a pixel's threads: the block tile's (a layer of fewer channels leaves some idle)
     mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])  # a pass covers warps * 32 / per_row pixels
-    nt, vec = sch.split(n, factors=[None, INT8_VECTOR])
+    nt, vec = sch.split(n, factors=[per_row, INT8_VECTOR])
     sch.reorder(mt, nt, mo, vec)
     ty, tx = sch.split(sch.fuse(mt, nt), factors=[warps, WARP])
     sch.bind(ty, "threadIdx.y")
@@ -50,7 +58,6 @@ def _finish_int8(sch: s_tir.Schedule, *, warps: int) -> s_tir.Schedule:
         _pixel_registers(sch, reg, "write")
         lanes = 128 // sch.get(reg).writes[0].source.dtype.bits  # values per 16-byte load
         sch.vectorize(sch.split(sch.get_loops(reg)[-1], factors=[None, lanes])[1])
-    store = sch.cache_write(out, 0, "local")
     sch.reverse_compute_at(store, mo)
     _pixel_registers(sch, out, "write")  # after the copy out is placed: its region comes from Y's layout
     sch.vectorize(sch.get_loops(store)[-1])
@@ -103,7 +110,7 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                   block="conv", a_copy=NARROW_LANES if narrow else mma_int8.CHUNK)
     fill_through_l1(sch, l1_fill)
-    return _finish_int8(sch, warps=warps)
+    return _finish_int8(sch, warps=warps, bn=block_tile[1])
 
 
 def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), tile_k: int = 128,
@@ -122,4 +129,4 @@ def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster, layout=layout,
                   overlap=overlap, block="conv")
     fill_through_l1(sch, l1_fill)
-    return _finish_int8(sch, warps=warps)
+    return _finish_int8(sch, warps=warps, bn=block_tile[1])
