@@ -8,7 +8,9 @@ tiles the copy stays a vector store of an int8x16 ``if_then_else``, which the CU
 an invalid ``make_int4`` of 16 bytes (and a 4- or 8-byte one as a synchronous load). ``PIPELINE`` ("tirbench")
 runs TVM's default pipeline and then rewrites those stores into the same predicated ``cp.async`` node TVM emits for
 half tiles (``tirx.s_tir.cp_async_raw``). They sit between the software pipeline's commit/wait groups already, so
-they join the group that follows them, as TVM's own would.
+they join the group that follows them, as TVM's own would. Without ``use_async_copy`` (Turing's synchronous int8
+fills) the copy stays a select, and only its zero is rewritten: the int8x16 zero, which TVM declares as ``int4``,
+becomes an ``int4`` of four int32 zeros (``make_int4(0, 0, 0, 0)``).
 """
 from __future__ import annotations
 
@@ -75,6 +77,16 @@ def _zero_fill_copy(store: tirx.BufferStore) -> tirx.Stmt:
                                                  value.args[0]], ret_ty=tvm.ir.PrimType(str(load.source.dtype))))
 
 
+def _int8_vector_zero(value: tirx.Broadcast) -> tirx.PrimExpr:
+    """A zero int8x16 as four int32 zeros reinterpreted (printed ``make_int4(0, 0, 0, 0)``, the ``int4`` TVM declares
+    int8x16 as; TVM prints the int8x16 zero as a ``make_int4`` of 16 one-byte arguments, which nvcc rejects); any
+    other value unchanged."""
+    dtype = tvm.DataType(str(value.ty))
+    if dtype.bits != 8 or dtype.lanes != 16 or not _is_zero(value):
+        return value
+    return tirx.reinterpret(str(value.ty), tirx.Broadcast(tirx.const(0, "int32"), 4))
+
+
 def _call(stmt: tirx.Stmt, op: tvm.ir.Op) -> tvm.ir.Call | None:
     if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tvm.ir.Call) and stmt.value.op.same_as(op):
         return stmt.value
@@ -137,14 +149,25 @@ def _add_helpers(code: str, target: object = None) -> str:
     return code[:at] + _CA_SOURCE + "\n" + code[at:]
 
 
+def _on_cuda(func: object) -> bool:
+    """Whether ``func`` is a PrimFunc compiled for a CUDA device (its "target" attribute, set by SplitHostDevice)."""
+    target = func.attrs.get("target") if isinstance(func, tirx.PrimFunc) and func.attrs is not None else None
+    return target is not None and target.kind.name == "cuda"
+
+
 @tvm.transform.module_pass(opt_level=0, name="tirbench.ZeroFillIntCopies")
 def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
     """With ``tirx.use_async_copy``: rewrite every zero-padded integer 4-, 8- or 16-byte copy into shared memory as
     a predicated cp.async (the int8 kernels pipeline every such fill, so a commit/wait group follows each), make the
     copies of ``L1_FILL`` loops cache in L1, and drop the pipeline's waits that a k tile's own stricter wait makes
-    redundant (``_drop_subsumed_wait``)."""
+    redundant (``_drop_subsumed_wait``). Without it: print the zero of an int8 vector as CUDA takes it
+    (``_int8_vector_zero``) in the CUDA kernels."""
     if not bool(ctx.config.get("tirx.use_async_copy", False)):
-        return mod
+        out = mod.clone()
+        for gv, func in mod.functions.items():
+            if _on_cuda(func):
+                out.update_func(gv, tvm_ffi.structural_map(func, (tirx.Broadcast, _int8_vector_zero)))
+        return out
     mod = tvm_ffi.structural_map(mod, (tirx.BufferStore, _zero_fill_copy))
     mod = tvm_ffi.structural_map(mod, (tirx.AttrStmt, _l1_fill))
     return tvm_ffi.structural_map(mod, (tirx.AttrStmt, _drop_subsumed_wait))
