@@ -149,33 +149,29 @@ def resnet_families(arch: str) -> dict[str, list | str]:
     return json.loads(run.stdout.splitlines()[-1])
 
 
-#: The one line an sm_75 build refuses an int8 layer with (no int8 family on Turing yet: notebooks 07 and 08 skip
-#: their int8 runs with it).
-SM75_INT8 = "no conv family builds conv2d int8 NCHW32 here: int8_mma: needs mma_s8_m16n8k32 (sm_80+); this build is sm_75"
+#: The families an sm_75 build's rules give a ResNet-50 layer, by dtype: fp32 split-K and the Turing siblings of the
+#: cp.async families (``sm75_``), fp16 and int8 the wmma families.
+SM75_FAMILIES = {"float32": {"nchw_splitk", "sm75_nchw_gemm", "sm75_winograd_simt"}, "float16": {"nhwc_wmma"},
+                 "int8": {"sm75_int8_wmma"}}
 
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_89"])
 def test_notebook_08s_rules_give_every_resnet50_layer_a_kernel_the_arch_builds(arch):
-    """fp32, fp16 and int8 on every layer, every family one the arch builds; on sm_75 fp32 is split-K and the
-    Turing siblings of the cp.async families (``sm75_``), fp16 the wmma family, and int8 is refused in one line; the
-    siblings nowhere else."""
+    """fp32, fp16 and int8 on every layer, every family one the arch builds (``SM75_FAMILIES`` on sm_75); the Turing
+    siblings and wmma families nowhere else."""
     found = resnet_families(arch)
     assert len(found) == 23 * 3
     for layer, families in found.items():
-        if arch == "sm_75" and layer.endswith("int8"):
-            assert families == SM75_INT8
-            continue
         assert isinstance(families, list) and families, f"{layer}: {families}"
         for name, needs, candidates in families:
             assert candidates >= 1 and set(needs) <= set(features(arch)), f"{layer}: {name} needs {needs}"
         names = {name for name, *_ in families}
         if arch == "sm_75":
-            assert names <= ({"nchw_splitk", "sm75_nchw_gemm", "sm75_winograd_simt"} if layer.endswith("float32")
-                             else {"nhwc_wmma"}), f"{layer}: {names}"
+            assert names <= SM75_FAMILIES[layer.rsplit(" ", 1)[1]], f"{layer}: {names}"
         elif layer.endswith("float32"):
             assert not any(name.startswith("sm75_") for name in names), f"{layer}: {names}"
-        elif layer.endswith("float16"):
-            assert names == {"nhwc_mma"}, f"{layer}: {names}"   # no wmma fallback where mma.sync builds
+        else:   # no wmma fallback where mma.sync builds
+            assert names == {"nhwc_mma" if layer.endswith("float16") else "int8_mma"}, f"{layer}: {names}"
 
 
 def test_turings_fp16_convolution_is_wmma_with_synchronous_copies_and_compiles_for_sm_75(monkeypatch):

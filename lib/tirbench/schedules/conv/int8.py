@@ -14,7 +14,7 @@ from tvm import s_tir
 from tirbench.schedules.common.padding import C_ROW_PAD
 from tirbench.schedules.common.tiling import WARP
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block
-from tirbench.schedules.gemm.tensorcore import gemm_mma_int8
+from tirbench.schedules.gemm.tensorcore import gemm_mma_int8, gemm_wmma_int8
 from tirbench.schedules.intrinsics import mma_int8
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, filter_layout_of
@@ -129,4 +129,20 @@ def conv2d_int8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=tile_k, stages=stages, raster=raster, layout=layout,
                   overlap=overlap, block="conv")
     fill_through_l1(sch, l1_fill)
+    return _finish_int8(sch, warps=warps, bn=block_tile[1])
+
+
+def conv2d_int8_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 64),
+                     warp_tile: tuple[int, int] = (32, 32), tile_k: int = 32) -> s_tir.Schedule:
+    """The int8 NC/32HW32 implicit GEMM on wmma m16n16k16 s8 fragments: ``gemm_wmma_int8`` (synchronous copies into
+    16-byte k panels, the next k tile prefetched into registers) on the reindexed ``conv2d_int8``, its epilogue
+    applied as the int32 tile leaves shared memory. Turing's (sm_75) int8 kernel: no cp.async, no mma.sync
+    m16n8k32."""
+    if filter_layout_of(sch.mod) == "KRS8C4":
+        raise ValueError("the int8 wmma kernel reads 16-byte channel runs: a 'KRS8C4' filter (4 lanes per tap) "
+                         "takes conv2d_int8_mma")
+    conv2d_as_gemm(sch, channel_block=tile_k)
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_int8_epilogue(block_tile, warps)
+    gemm_wmma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
     return _finish_int8(sch, warps=warps, bn=block_tile[1])

@@ -9,7 +9,7 @@ from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.depthwise import conv2d_depthwise
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
-from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma
+from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma, conv2d_int8_wmma
 from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws
 from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_nhwc_implicit_gemm
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
@@ -270,6 +270,22 @@ INT8_TMA_WS = KernelRecord(
         {"block_tile": (128, 256), "stages": 4, "persistent_ctas": 132, "lanes": 8},
     ), needs=("cp_async", "mbarrier", "tma", "setmaxnreg", "wgmma"))
 INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
+#: ... and on wmma m16n16k16 s8 fragments, the next k tile prefetched into registers by synchronous copies
+#: (``conv2d_int8_wmma``): Turing's (sm_75) int8 family, offered only where none of ``INT8`` builds
+#: (``record.first_offered``). Blocks of at most 128 x 64 (the int32 C tile, bm x (bn + 8) values, fits sm_75's
+#: 64 KB beside the k tiles), down to 32 rows for GEMM_M = 1568 (7x7 at batch 32); k tiles of 32 for layers of one
+#: 32-channel group (the 3-channel stem, stored as 32 channels).
+SM75_INT8_WMMA = KernelRecord(
+    "sm75_int8_wmma", conv2d_int8_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64}, INT8_NCHW32,
+    candidates=(
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 64},
+        {"block_tile": (64, 128), "warp_tile": (32, 64), "tile_k": 64},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64},
+        {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32},
+        {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32},
+    ), needs=("wmma",))
+INT8_TURING: tuple[KernelRecord, ...] = (SM75_INT8_WMMA,)
 
 #: Winograd F(m x m, 3x3) fp32 (``conv2d_winograd``, NCHW or NHWC; m = 2 or 4 is the workload's, since the module
 #: differs): input transform, the batched GEMM through the v5 nest, output transform. The sweep: the GEMM ladder's

@@ -28,7 +28,8 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   fill whole 128-channel k tiles, also the layer with its filter stored (K, R, S, C) (``int8_forms``) on the
   warp-specialized kernel, both tiles' loads off the consumers and the filter's by TMA (``INT8_TMA_WS``); where it
   has at most 4 channels (the RGB stem), also the layer with its filter stored (K, R, S8, 4) on mma.sync, a k tile of
-  32 per kernel row instead of per tap (``INT8_MMA``, ``conv.int8``).
+  32 per kernel row instead of per tap (``INT8_MMA``, ``conv.int8``). Where none of them builds (Turing, sm_75): on
+  wmma s8 fragments with synchronous copies (``SM75_INT8_WMMA``).
 
 Only the families the build's architecture has the features of (``KernelRecord.needs``, ``record.offered``) are
 offered, each one skipped said in one line the first time (``nhwc_tma_ws: needs tma (sm_90+); this build is
@@ -46,8 +47,8 @@ from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_MMA, INT8_TMA_WS,
-                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK, NHWC_1X1_TMA,
-                                             NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN,
+                                             INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK,
+                                             NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN,
                                              SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_NHWC_GEMM,
                                              SM75_WINOGRAD, TENSOR_CORE_TURING, WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
@@ -264,7 +265,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
         groups = ((NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA), TENSOR_CORE_TURING)
     elif wl.dtype == "int8" and wl.layout == "NCHW32":
         groups = ({"KRSC": (INT8_TMA_WS,), "KRS8C4": (INT8_MMA,)}.get(filter_layout_of(wl.mod),
-                                                                        (INT8_WGMMA, INT8_MMA)),)
+                                                                        (INT8_WGMMA, INT8_MMA)), INT8_TURING)
     else:
         raise ValueError(f"no conv rule takes {wl.name} {wl.dtype} {wl.layout or ''}: the rules take float32 "
                          f"NCHW, NHWC or HWCN, float16 NHWC, and conv2d_int8")
@@ -298,7 +299,7 @@ def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
 
 def refused_here(wl: Workload) -> str | None:
     """The one line ``rule_records`` refuses ``wl`` with where the build's architecture has no family for it (an
-    ArchError: int8 on Turing); None where one builds (whatever it says of the layer's shape)."""
+    ArchError); None where one builds (whatever it says of the layer's shape)."""
     try:
         rule_records(wl, keep=1)
     except ArchError as err:

@@ -1,6 +1,7 @@
 """The GEMM ladder's tensor-core rungs before Hopper (float16 inputs, float32 accumulators): v6 wmma 16x16x16 fragments
 and v7 ldmatrix + mma.sync m16n8k16 (both built by ``_tensor_core``; they import ``tvm.s_tir.tensor_intrin.cuda`` on
-first use, ~35 s), the int8 mma.sync m16n8k32 kernel of the convolutions, the padding of a GEMM block to its tiles
+first use, ~35 s), the int8 kernels of the convolutions (mma.sync m16n8k32, and Turing's wmma m16n16k16 s8 with
+synchronous copies), the padding of a GEMM block to its tiles
 (``pad_gemm``), and ``MMA_ASYNC_CONFIG``, the PassContext config for the cp.async copies of v7 and v8. v8 (Hopper's
 warpgroup MMA) is ``warpgroup``'s.
 
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 
 from tirbench.schedules.common.checks import require_divides, require_positive_int, require_threads
-from tirbench.schedules.common.padding import Padding, pad_to_tiles, padded_extents, require_shared_c
+from tirbench.schedules.common.padding import C_ROW_PAD, Padding, pad_to_tiles, padded_extents, require_shared_c
 from tirbench.schedules.common.tiling import (
     WARP,
     bind_blocks,
@@ -293,6 +294,98 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     _tensorize_warp_tile(sch, block, (frag_a, frag_b, acc), mma_int8.PANEL,
                          {**names, "store": names["store"][c_scope]}, (_lanes_16x32, _lanes_16x16))
     pipeline(sch, ko, stages, async_copy=True)
+    padding.finish(sch, warps)
+    return sch
+
+
+#: Bytes of k per row of a wmma int8 panel: one fragment's k (16 values), a 16-byte copy.
+WMMA_INT8_K = 16
+
+
+def wmma_int8_panel(row: tirx.PrimExpr, k: tirx.PrimExpr) -> tuple[tirx.PrimExpr, ...]:
+    """Where element (row, k) of an int8 operand tile lives in shared memory for ``gemm_wmma_int8``: [k // 16, row,
+    k % 16], k panels of 16-byte rows. A 16 x 16 fragment is then 256 contiguous bytes, so each wmma load starts
+    32-byte aligned as it must (in a plain [row, k] tile every odd k step starts 16 bytes off), and a phase of 8
+    rows reads or writes 128 contiguous bytes: no bank conflicts, no padding."""
+    return k // WMMA_INT8_K, row, k % WMMA_INT8_K
+
+
+def _copy_registers(rows: int, tile_k: int, threads: int) -> Callable:
+    """The register copy of a ``rows`` x ``tile_k`` int8 tile that ``threads`` threads fill 16 bytes at a time,
+    panel by panel (copy f = panel * rows + row, thread f % threads), indexed by the thread's own copies:
+    [f // threads, byte]. TVM does not shrink a register buffer filled under its own thread loops to one thread's
+    values, so the layout leaves the thread out; it is not injective over the tile, which TVM cannot check, but it
+    is per thread, where the thread's copies f // threads are all different."""
+    return lambda r, k: (((k % tile_k) // WMMA_INT8_K * rows + r % rows) // threads, k % WMMA_INT8_K)
+
+
+def _stage_int8_panels(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.LoopRV, warps: int) -> None:
+    """The int8 A and B tiles of a k tile copied to shared memory in ``wmma_int8_panel`` layout through registers
+    (a 16-byte global load into a register copy, then a 16-byte shared store), spread over the block's threads
+    panel by panel, consecutive threads on consecutive rows."""
+    for idx in (0, 1):
+        sh = sch.cache_read(tile, idx, "shared.dyn")
+        sch.compute_at(sh, ko)
+        sch.transform_layout(sh, ("write", 0), wmma_int8_panel)
+        reg = sch.cache_read(sh, 0, "local")
+        sch.compute_at(reg, ko)
+        rows, tile_k = (int(sch.get(loop).extent) for loop in sch.get_loops(reg)[-2:])
+        for copy in (reg, sh):
+            r, c = sch.get_loops(copy)[-2:]
+            panel, vec = sch.split(c, factors=[None, WMMA_INT8_K])
+            sch.reorder(panel, r, vec)
+            _, ty, tx = sch.split(sch.fuse(panel, r), factors=[None, warps, WARP])
+            sch.bind(ty, "threadIdx.y")
+            sch.bind(tx, "threadIdx.x")
+            sch.vectorize(vec)
+        sch.transform_layout(reg, ("write", 0), _copy_registers(rows, tile_k, warps * WARP),
+                             assume_injective_transform=True)
+
+
+def gemm_wmma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 64),
+                   warp_tile: tuple[int, int] = (32, 32), tile_k: int = 32, block: str = "C") -> s_tir.Schedule:
+    """int8 tensor cores on wmma m16n16k16 s8 fragments (int32 accumulators) on C[m, n] += A[m, k] * B[n, k]: the
+    Turing (sm_75) int8 kernel, no cp.async, no mma.sync m16n8k32.
+
+    v6's structure (block tile -> warps of ``warp_tile``, fragments per 16-deep k step, TVM's s8 wmma intrinsics
+    with B column-major, i.e. stored [n, k]), the shared tiles in 16-byte k panels (``wmma_int8_panel``) and the
+    next k tile prefetched into registers, as CUTLASS's Turing kernels do without cp.async: each k tile issues the
+    next tile's global loads, then its own math, then stores the loaded tile to shared memory (a barrier before
+    the math and one before the stores), so the loads are in flight during the math. As ``gemm_mma_int8``: a
+    caller's C in shared memory (the convolution's epilogue) takes any m, n, k; C in global memory needs tiles that
+    divide.
+    """
+    from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
+
+    blk, m, n, k = gemm_block(sch, block)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "int8":
+        raise ValueError(f"the int8 wmma kernel needs int8 inputs, got a {dtype} workload")
+    c_scope = sch.get(blk).writes[0].source.scope()
+    bm, bn = block_tile
+    pads = c_scope != "global"
+    mnk = padded_extents(sch, block, (bm, bn, tile_k), TILE_PARAMS) if pads else (m, n, k)
+    warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, 1, 1, k_step=WMMA_INT8_K, vector=WMMA_INT8_K)
+    c_tile = bm * (bn + C_ROW_PAD) * 4 if pads else 0  # a caller's int32 C tile (rows padded by C_ROW_PAD)
+    require_shared((bm + bn) * tile_k + c_tile, block_tile=block_tile, tile_k=tile_k, stages=1)
+    padding = pad_gemm(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
+    blk = sch.get_sblock(block)
+    intrins = tc.get_wmma_intrin_group(load_scope="shared.dyn", store_scope=c_scope, in_dtype="int8",
+                                       out_dtype="int32", trans_b=True)
+    tile, ko, ki, warp = _warp_tiled_nest(sch, blk, block_tile, warp_tile, tile_k, WMMA_INT8_K, 1)
+    _stage_int8_panels(sch, tile, ko, warps)
+    frag_a = sch.cache_read(tile, 0, "wmma.matrix_a")
+    frag_b = sch.cache_read(tile, 1, "wmma.matrix_b")
+    sch.compute_at(frag_a, ki)
+    sch.compute_at(frag_b, ki)
+    acc = sch.cache_write(tile, 0, "wmma.accumulator")
+    sch.reverse_compute_at(acc, warp)
+    sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
+    _tensorize_warp_tile(sch, block, (frag_a, frag_b, acc), WMMA_INT8_K, intrins, None)
+    # ko's body: A's and B's loads into registers and stores to shared memory, then the math; the copies run one
+    # k tile ahead (stage 0), in the order loads, math, stores
+    sch.annotate(ko, "software_pipeline_stage", [0, 0, 0, 0, 1])
+    sch.annotate(ko, "software_pipeline_order", [0, 3, 1, 4, 2])
     padding.finish(sch, warps)
     return sch
 
