@@ -5,6 +5,7 @@ bit, padded pixels and channels included; built for sm_75 its CUDA is s8 wmma wi
 without spills; the rules and notebook 07 offer it only where no int8 family of sm_80+ builds."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -69,6 +70,16 @@ def test_built_for_sm_75_it_is_s8_wmma_without_cp_async_and_nvcc_compiles_it_wit
     assert "make_int4((signed char)" not in src and "make_int4(0, 0, 0, 0)" in src
     report = " | ".join(nvcc_report(src, "sm_75"))
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+def test_every_candidate_fills_its_im2col_tile_16_bytes_at_a_time(monkeypatch):
+    """A 3x3 layer's im2col tile goes through registers as 16-byte vectors (``int4``), not byte by byte (which TVM
+    falls back to where it cannot prove 16 bytes one channel group: k tiles of 64 on 64-row blocks)."""
+    monkeypatch.setenv(ARCH_ENV, "sm_75")
+    wl = conv2d_int8(8, 128, 14, 14, 128, 3, 3, 1, 1, relu=True, residual=True)
+    for cand in SM75_INT8_WMMA.candidates:
+        src = device_source(SM75_INT8_WMMA.apply(wl, cand), cuda_target("sm_75"), SM75_INT8_WMMA.pass_config)
+        assert re.search(r"int4 Xp_reindex(_pad)?_local_ptr\[", src) and "signed char condval" not in src, cand
 
 
 @pytest.mark.parametrize("arch, names", [("sm_75", ["sm75_int8_wmma"]), ("sm_80", ["int8_mma"]),

@@ -273,16 +273,16 @@ INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
 #: ... and on wmma m16n16k16 s8 fragments, the next k tile prefetched into registers by synchronous copies
 #: (``conv2d_int8_wmma``): Turing's (sm_75) int8 family, offered only where none of ``INT8`` builds
 #: (``record.first_offered``). Blocks of at most 128 x 64 (the int32 C tile, bm x (bn + 8) values, fits sm_75's
-#: 64 KB beside the k tiles), down to 32 rows for GEMM_M = 1568 (7x7 at batch 32); k tiles of 32 for layers of one
-#: 32-channel group (the 3-channel stem, stored as 32 channels).
+#: 64 KB beside the k tiles), down to 32 rows for GEMM_M = 1568 (7x7 at batch 32); k tiles of 32 (every layer, the
+#: 3-channel stem's one 32-channel group too) and of 64 on 128- and 32-row blocks (on 64-row blocks TVM cannot prove
+#: a 3x3 layer's 16 im2col bytes one channel group and copies them byte by byte).
 SM75_INT8_WMMA = KernelRecord(
-    "sm75_int8_wmma", conv2d_int8_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64}, INT8_NCHW32,
+    "sm75_int8_wmma", conv2d_int8_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32}, INT8_NCHW32,
     candidates=(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 64},
-        {"block_tile": (64, 128), "warp_tile": (32, 64), "tile_k": 64},
-        {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64},
         {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32},
+        {"block_tile": (64, 128), "warp_tile": (32, 64), "tile_k": 32},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32},
     ), needs=("wmma",))
 INT8_TURING: tuple[KernelRecord, ...] = (SM75_INT8_WMMA,)
