@@ -10,7 +10,7 @@ from tirbench.schedules.common.checks import require_divides
 from tirbench.schedules.common.tiling import pipeline, split_tile
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import VECTOR, conv2d_as_gemm, inline_im2col
-from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
+from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG, wmma_fragments
 from tirbench.schedules.intrinsics.wmma import WMMA_FRAGMENTS, wmma_intrins
 
 
@@ -71,12 +71,7 @@ def _tensorize_fragments(sch: s_tir.Schedule, tile: s_tir.SBlockRV, loops: tuple
     step and warp loops); every copy, the fill and the product tensorized with the m``im`` n``fn`` k16 intrinsics
     ``names``."""
     ok, ik, warp = loops
-    frag_a = sch.cache_read(tile, 0, "wmma.matrix_a")
-    frag_b = sch.cache_read(tile, 1, "wmma.matrix_b")
-    sch.compute_at(frag_a, ik)
-    sch.compute_at(frag_b, ik)
-    acc = sch.cache_write(tile, 0, "wmma.accumulator")
-    sch.reverse_compute_at(acc, warp)
+    frag_a, frag_b, acc = wmma_fragments(sch, tile, ik, warp)
     sch.decompose_reduction(tile, ok)
     sch.tensorize(split_tile(sch, frag_a, im, 16), names["load_a"])
     sch.tensorize(split_tile(sch, frag_b, 16, fn), names["load_b"])

@@ -253,6 +253,34 @@ def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV]
         sch.vectorize(vec)
 
 
+def _int8_extents(sch: s_tir.Schedule, block: str, block_tile: tuple[int, int], tile_k: int,
+                  kernel: str) -> tuple[str, bool, tuple[object, object], tuple[object, object, object]]:
+    """An int8 GEMM kernel's start: a one-line ValueError unless ``block`` reads int8; C's scope, whether the tiles
+    pad (a caller's shared C, the convolution's epilogue, takes any m, n; C in global memory needs tiles that divide),
+    (m, n) and the extents the tiles must divide (padded where they pad)."""
+    blk, m, n, k = gemm_block(sch, block)
+    dtype = sch.get(blk).reads[0].source.dtype
+    if dtype != "int8":
+        raise ValueError(f"the int8 {kernel} kernel needs int8 inputs, got a {dtype} workload")
+    c_scope = sch.get(blk).writes[0].source.scope()
+    pads = c_scope != "global"
+    mnk = padded_extents(sch, block, (*block_tile, tile_k), TILE_PARAMS) if pads else (m, n, k)
+    return c_scope, pads, (m, n), mnk
+
+
+def wmma_fragments(sch: s_tir.Schedule, tile: s_tir.SBlockRV, k_inner: s_tir.LoopRV,
+                   warp: s_tir.LoopRV) -> tuple[s_tir.SBlockRV, s_tir.SBlockRV, s_tir.SBlockRV]:
+    """A's and B's wmma fragments loaded at each ``k_inner`` step of ``tile`` and its accumulator written back per
+    ``warp``: (A's, B's, the accumulator's) blocks, to tensorize."""
+    frag_a = sch.cache_read(tile, 0, "wmma.matrix_a")
+    frag_b = sch.cache_read(tile, 1, "wmma.matrix_b")
+    sch.compute_at(frag_a, k_inner)
+    sch.compute_at(frag_b, k_inner)
+    acc = sch.cache_write(tile, 0, "wmma.accumulator")
+    sch.reverse_compute_at(acc, warp)
+    return frag_a, frag_b, acc
+
+
 def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                   warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3, raster: int = 1,
                   block: str = "C", a_copy: int = mma_int8.CHUNK) -> s_tir.Schedule:
@@ -268,14 +296,8 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     """
     if a_copy not in (4, 8, mma_int8.CHUNK):
         raise ValueError(f"a_copy={a_copy!r}: A's fill copies 4, 8 or {mma_int8.CHUNK} bytes at a time (cp.async)")
-    blk, m, n, k = gemm_block(sch, block)
-    dtype = sch.get(blk).reads[0].source.dtype
-    if dtype != "int8":
-        raise ValueError(f"the int8 mma kernel needs int8 inputs, got a {dtype} workload")
-    c_scope = sch.get(blk).writes[0].source.scope()
+    c_scope, pads, (m, n), mnk = _int8_extents(sch, block, block_tile, tile_k, "mma")
     bm, bn = block_tile
-    pads = c_scope != "global"  # a caller's shared C (the convolution's epilogue) takes any m, n; C in global memory
-    mnk = padded_extents(sch, block, (bm, bn, tile_k), TILE_PARAMS) if pads else (m, n, k)
     warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster,
                                 k_step=mma_int8.PANEL, vector=mma_int8.CHUNK)
     require_shared(stages * (bm + bn) * tile_k, block_tile=block_tile, tile_k=tile_k, stages=stages)
@@ -357,14 +379,8 @@ def gemm_wmma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 64
     """
     from tvm.s_tir.tensor_intrin import cuda as tc  # registers the intrinsics (slow on first import)
 
-    blk, m, n, k = gemm_block(sch, block)
-    dtype = sch.get(blk).reads[0].source.dtype
-    if dtype != "int8":
-        raise ValueError(f"the int8 wmma kernel needs int8 inputs, got a {dtype} workload")
-    c_scope = sch.get(blk).writes[0].source.scope()
+    c_scope, pads, (m, n), mnk = _int8_extents(sch, block, block_tile, tile_k, "wmma")
     bm, bn = block_tile
-    pads = c_scope != "global"
-    mnk = padded_extents(sch, block, (bm, bn, tile_k), TILE_PARAMS) if pads else (m, n, k)
     warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, 1, 1, k_step=WMMA_INT8_K, vector=WMMA_INT8_K)
     c_tile = bm * (bn + C_ROW_PAD) * 4 if pads else 0  # a caller's int32 C tile (rows padded by C_ROW_PAD)
     require_shared((bm + bn) * tile_k + c_tile, block_tile=block_tile, tile_k=tile_k, stages=1)
@@ -374,12 +390,7 @@ def gemm_wmma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 64
                                        out_dtype="int32", trans_b=True)
     tile, ko, ki, warp = _warp_tiled_nest(sch, blk, block_tile, warp_tile, tile_k, WMMA_INT8_K, 1)
     _stage_int8_panels(sch, tile, ko, warps)
-    frag_a = sch.cache_read(tile, 0, "wmma.matrix_a")
-    frag_b = sch.cache_read(tile, 1, "wmma.matrix_b")
-    sch.compute_at(frag_a, ki)
-    sch.compute_at(frag_b, ki)
-    acc = sch.cache_write(tile, 0, "wmma.accumulator")
-    sch.reverse_compute_at(acc, warp)
+    frag_a, frag_b, acc = wmma_fragments(sch, tile, ki, warp)
     sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
     _tensorize_warp_tile(sch, block, (frag_a, frag_b, acc), WMMA_INT8_K, intrins, None)
     # ko's body: A's and B's loads into registers and stores to shared memory, then the math; the copies run one
