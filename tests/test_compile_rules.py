@@ -24,7 +24,8 @@ from tirbench.core.gpu import ARCH_ENV
 from tirbench.core.machine import cpu_target, target_for
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.workloads import conv2d
-from tirbench.workloads.conv2d import conv2d_reference, parse_conv_shape
+from tirbench.workloads.conv2d import conv2d_reference
+from tirbench.workloads.conv_geometry import parse_conv_shape
 
 
 @pytest.fixture(autouse=True)

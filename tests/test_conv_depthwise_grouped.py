@@ -25,7 +25,7 @@ from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import conv2d
-from tirbench.workloads.conv2d import parse_conv_shape
+from tirbench.workloads.conv_geometry import parse_conv_shape
 
 DEPTHWISE = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC}
 #: (N, C, H, W, K, R, S, stride, pad, dilation), groups = C: 3x3 stride 1 and 2, 5x5 stride 2, ConvNeXt's 7x7, a

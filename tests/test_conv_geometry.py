@@ -19,7 +19,8 @@ from tirbench.schedules.conv.rules import rule_records, winograd_forms
 from tirbench.schedules.conv.template import require_nchw_fp32_conv
 from tirbench.schedules.spaces.wgmma_space import require_wgmma_workload
 from tirbench.workloads import conv2d, conv2d_int8, conv2d_winograd
-from tirbench.workloads.conv2d import conv2d_reference, conv_geometry, geometry_of
+from tirbench.workloads.conv2d import conv2d_reference
+from tirbench.workloads.conv_geometry import conv_geometry, geometry_of
 
 
 def direct(x: np.ndarray, wt: np.ndarray, stride: tuple[int, int], pad: tuple[int, int, int, int],

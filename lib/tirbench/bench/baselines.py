@@ -9,7 +9,7 @@ import numpy as np
 
 from tirbench.bench.harness import Measurement, inputs_and_reference, time_launches, verify_then_time_torch
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import geometry_of
+from tirbench.workloads.conv_geometry import geometry_of
 
 
 def torch_conv_args(wl: Workload) -> tuple[tuple[int, int, int, int] | None, dict[str, Any]]:
@@ -85,7 +85,7 @@ def int_mm_conv_gemm(wl: Workload, *, b_column_major: bool, repeats: int = 100, 
     product (exact below 2^53). Variant ``int_mm_b_colmajor`` / ``int_mm_b_rowmajor``, provider ``cublaslt``."""
     import torch
 
-    from tirbench.workloads.conv2d import output_size
+    from tirbench.workloads.conv_geometry import output_size
     from tirbench.workloads.conv2d_int8 import kc32rs32_to_kcrs, nchw32_to_nchw
 
     if wl.name != "conv2d" or wl.dtype != "int8":

@@ -32,7 +32,7 @@ from tirbench.tuning import spread, throughput
 from tirbench.tuning.history import tuning_history
 from tirbench.tuning.logs import tuning_chunks
 from tirbench.workloads import Workload, conv2d, conv2d_winograd, gemm
-from tirbench.workloads.conv2d import parse_conv_shape
+from tirbench.workloads.conv_geometry import parse_conv_shape
 
 #: Below this many FLOP per byte a kernel streams memory: it is rated in GB/s.
 STREAMING_BELOW = 1.0
@@ -95,10 +95,10 @@ def percent_of_peak(peak: Peak | None, dtype: str, intensity: float, gflops: flo
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per GPU, architecture built for and (notebook, workload, shape, dtype) with a TVM row, each variant from its
     latest run: the fastest hand schedule, MetaSchedule kernel (saying so where its best record is a hand seed) and
-    vendor kernel with their rates, the ratios to the vendor (of the same run where it has one; ``vendor run`` names it where not the best
-    TVM kernel's; a vendor row is native to its GPU, so rows built for an older architecture have none) and the best
-    TVM kernel's % of peak. ``gpu_shown`` names the GPU as tables do (``results.gpu_label``), ``ptx`` says whether the
-    rows ran as PTX."""
+    vendor kernel with their rates, the ratios to the vendor (of the same run where it has one; ``vendor run`` names
+    it where not the best TVM kernel's; a vendor row is native to its GPU, so rows built for an older architecture
+    have none) and the best TVM kernel's % of peak. ``gpu_shown`` names the GPU as tables do (``results.gpu_label``),
+    ``ptx`` says whether the rows ran as PTX."""
     if df.empty:
         return pd.DataFrame()
     rows = []

@@ -25,7 +25,7 @@ from tirbench.tuning.seeds import is_seed
 from tirbench.tuning.spaces import SPACES, DesignSpace
 from tirbench.workloads import conv2d, gemm
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import parse_conv_shape
+from tirbench.workloads.conv_geometry import parse_conv_shape
 
 #: ``(notebook, variant, shape, dtype)``: what ``seed_labels`` keys a label by.
 RowKey = tuple[str, str, str, str]

@@ -40,7 +40,7 @@ from tirbench.schedules.spaces.ws_kernels import as_built
 from tirbench.tuning.mutators import MutateCategorical
 from tirbench.tuning.postprocs import cuda_postprocs_keep_storage, wgmma_postprocs
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import require_plain
+from tirbench.workloads.conv_geometry import require_plain
 
 #: Compile-time config for tensor-core candidates (fp16 in, fp32 accumulate): without it ``tvm.compile`` fails
 #: with "tvm_access_ptr element type must match the source buffer".

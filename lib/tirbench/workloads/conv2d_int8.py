@@ -40,7 +40,8 @@ import tvm
 from tvm.script import tirx as T
 
 from tirbench.workloads.base import Workload, check_positive
-from tirbench.workloads.conv2d import check_conv_params, conv2d_reference, output_size
+from tirbench.workloads.conv2d import check_conv_params, conv2d_reference
+from tirbench.workloads.conv_geometry import output_size
 
 LANES = 32  #: channels per group of the NC/32HW32 layout
 FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4")  #: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4)

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from tirbench.workloads.base import Workload, check_positive, shape_text
-from tirbench.workloads.conv2d import ConvGeometry, conv2d, conv_geometry
+from tirbench.workloads.conv2d import conv2d
+from tirbench.workloads.conv_geometry import ConvGeometry, conv_geometry
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import geometry_of, plain_refusal
+from tirbench.workloads.conv_geometry import geometry_of, plain_refusal
 
 
 def takes_plain(block: str, dtypes: tuple[str, ...], layouts: tuple[str, ...]) -> Accepts:

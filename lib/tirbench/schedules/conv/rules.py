@@ -53,7 +53,7 @@ from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWC
                                              SM75_WINOGRAD, TENSOR_CORE_TURING, WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import geometry_of, output_size
+from tirbench.workloads.conv_geometry import geometry_of, output_size
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 

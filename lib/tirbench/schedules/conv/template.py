@@ -35,7 +35,7 @@ from typing import Union
 from tvm import s_tir
 
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import require_plain
+from tirbench.workloads.conv_geometry import require_plain
 
 #: The TE template's splits: knob name -> (loop, number of factors).
 TILES: dict[str, tuple[str, int]] = {"tile_f": ("f", 4), "tile_y": ("y", 4), "tile_x": ("x", 4),

@@ -67,7 +67,7 @@ from tirbench.schedules.common.tiling import (MAX_SHARED_BYTES, REGISTERS_PER_SM
 from tirbench.schedules.gemm.warpgroup import require_wgmma_tiles, tensorize_wgmma, wgmma_nest
 from tirbench.schedules.intrinsics import wgmma
 from tirbench.workloads.base import Workload
-from tirbench.workloads.conv2d import require_plain
+from tirbench.workloads.conv_geometry import require_plain
 
 #: The k tile: one 128-byte swizzled row of halves (what ``"swizzle128"`` needs).
 TILE_K = wgmma.SPACE_TILE_K
