@@ -13,7 +13,6 @@ config, layer, shape, the kernel, its time) and prints a count per architecture 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -33,6 +32,7 @@ def check_one(configs: list[str], batch: int) -> int:
     from datetime import datetime, timezone
 
     from tirbench.bench.choose import sweep_forms
+    from tirbench.bench.results import append_csv
     from tirbench.core.gpu import current_gpu
     from tirbench.core.machine import DeviceInfo, cuda_target
     from tirbench.schedules.conv.rules import refused_here
@@ -66,12 +66,7 @@ def check_one(configs: list[str], batch: int) -> int:
         print(f"{arch} {config}: {found} of {len(wls)} layers a verified kernel "
               f"({time.perf_counter() - start:.0f} s)", flush=True)
     CSV.parent.mkdir(parents=True, exist_ok=True)
-    new = not CSV.exists()
-    with CSV.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    append_csv(CSV, rows, FIELDS, lambda row: None)   # atomic; refuses a file that is not whole
     return missing
 
 
