@@ -116,10 +116,12 @@ def h100_device(monkeypatch):
     monkeypatch.setattr(gpu, "_device_or_none", lambda: REFERENCE_GPU["sm_90a"])
     monkeypatch.setattr(machine, "has_cuda_gpu", lambda: True)
     machine.use_ptx.cache_clear()
+    machine.PTX_ARCHS.clear()
     yield
     from tvm.support.nvcc import tvm_callback_cuda_compile
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", tvm_callback_cuda_compile, override=True)
     machine.use_ptx.cache_clear()
+    machine.PTX_ARCHS.clear()
 
 
 def test_an_older_arch_on_a_device_keeps_its_facts_and_builds_ptx(h100_device, monkeypatch):
@@ -145,6 +147,10 @@ def test_building_for_an_older_arch_installs_the_ptx_compile(h100_device, monkey
     assert ".target sm_80" in ptx and ".entry k(" in ptx
     ptx = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code)).decode()   # no target current: the arch's
     assert ".target sm_80" in ptx
+    monkeypatch.setenv("TVM_CUDA_COMPILE_MODE", "nvcc")   # TVM's own compile here (NVRTC needs cuda-bindings)
+    with machine.target_for("sm_90a"):   # the GPU's own arch in the same process: TVM's compile, not PTX
+        native = bytes(tvm.get_global_func("tvm_callback_cuda_compile")(code))
+    assert b".target sm_" not in native and b"sm_90a" in native
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

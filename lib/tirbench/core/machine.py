@@ -57,25 +57,34 @@ def ptx_if_older(arch: str) -> None:
         use_ptx(arch)
 
 
+#: The architectures this process compiles CUDA to PTX for (``use_ptx``): older than its GPU's.
+PTX_ARCHS: set[str] = set()
+
+
 def compile_to_ptx(code: str, arch: str) -> bytearray:
-    """PTX of CUDA ``code`` for the current target's arch, else ``arch`` (sm_80 -> compute_80), through NVRTC when
-    cuda-bindings is installed, else nvcc."""
-    from tvm.support.nvcc import compile_cuda
+    """``tvm_callback_cuda_compile`` once ``use_ptx`` ran: CUDA ``code`` for the current target's arch (else
+    ``arch``'s: sm_80 -> compute_80) as PTX, through NVRTC when cuda-bindings is installed, else nvcc, where that arch
+    is one of ``PTX_ARCHS``; for any other arch (the GPU's own, in a run that also builds for an older one: a notebook
+    comparing the two on one GPU) TVM's own compile."""
+    from tvm.support.nvcc import compile_cuda, tvm_callback_cuda_compile
 
     target = tvm.target.Target.current(allow_none=True)
     if target is None or target.kind.name != "cuda":
         target = target_for(arch)   # TVM calls this with the code only; its compilers read the current target
-    compiler = "nvrtc" if importlib.util.find_spec("cuda") and importlib.util.find_spec("cuda.bindings") else "nvcc"
     with target:
+        if str(target.arch) not in PTX_ARCHS:
+            return tvm_callback_cuda_compile(code)
+        compiler = "nvrtc" if importlib.util.find_spec("cuda") and importlib.util.find_spec("cuda.bindings") else "nvcc"
         return compile_cuda(code, target_format="ptx", arch="compute_" + str(target.arch).removeprefix("sm_"),
                             compiler=compiler)
 
 
 @functools.cache
 def use_ptx(arch: str) -> None:
-    """Make TVM compile every CUDA module to PTX (``compile_to_ptx`` for ``arch`` where no CUDA target is current,
-    as ``tvm_callback_cuda_compile``, which TVM calls with the code only); once per arch: a process builds for one
-    older arch (``TIRBENCH_ARCH`` or a notebook's ``target``)."""
+    """Make TVM compile CUDA for ``arch`` to PTX in this process (``compile_to_ptx`` as
+    ``tvm_callback_cuda_compile``, which TVM calls with the code only; ``arch`` where no CUDA target is current); once
+    per arch. Code for any other arch still compiles as TVM compiles it."""
+    PTX_ARCHS.add(arch)
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", functools.partial(compile_to_ptx, arch=arch),
                                  override=True)
 
