@@ -40,3 +40,23 @@ def test_a_run_built_for_an_older_arch_is_not_compared():
 def test_an_unknown_notebook_is_one_line(capsys):
     assert rerun.main(["09_nothing"]) == 2
     assert capsys.readouterr().out.startswith("notebook '09_nothing': no headline ratios (one of ")
+
+
+def test_a_run_pruned_from_the_csv_is_read_back_from_git(tmp_path, monkeypatch):
+    """A re-run drops the run it measured again from the CSV; the committed CSV still has it, so the two compare."""
+    import subprocess
+
+    from tirbench.bench.results import append_rows
+
+    csv = tmp_path / "results" / "03_gemm" / "results.csv"
+    csv.parent.mkdir(parents=True)
+    append_rows(csv, gemm_run("a", 1, 900.0, 1000.0))
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "results"], ["commit", "-qm", "a"]):
+        subprocess.run([*git, *args], cwd=tmp_path, check=True)
+    csv.write_text("")
+    append_rows(csv, gemm_run("b", 2, 930.0, 1000.0))   # the re-run, with run a pruned
+    monkeypatch.setattr(rerun, "project_root", lambda: tmp_path)
+    table = rerun.compare(rerun.run_ratios(rerun.with_revision(csv, "HEAD"), "03_gemm"))
+    assert table["runs"].tolist() == ["a -> b"] and table["after"].tolist() == [0.93]
+    assert rerun.with_revision(csv, "no-such-rev")["run_id"].unique().tolist() == ["b"]

@@ -1,18 +1,23 @@
 """Does a re-run on the same GPU keep a notebook's ratios? The latest native run against the one before it.
 
-    python -m tirbench.report.rerun [--tolerance 0.03] [NOTEBOOK...]      (default: every notebook with headlines)
+    python -m tirbench.report.rerun [--tolerance 0.03] [--before REV] [NOTEBOOK...]   (default: every notebook with headlines)
 
 Per notebook and GPU, the two latest native runs (``results.native_runs``: no row built for an older architecture)
 that have its headline ratios: each headline row's rate over its baseline of the same run (``headline.HEADLINES``,
 ``headline_rows``: TVM's and MetaSchedule's rows over cuBLAS / cuDNN), and for notebook 08 each config's whole-network
 cuDNN time / TVM time (``bench.network``). A row's change is the later ratio over the earlier one, minus one; rows the
 two runs do not share are left out. Exit status 1 where a change is past ``--tolerance``, 2 where no GPU has two
-runs to compare.
+runs to compare. A run drops from the CSV the runs it measured again (``results.prune_superseded``; git keeps them):
+the runs compared are those of the CSV and of the CSV as git revision ``--before`` (default ``HEAD``) holds it, so a
+re-run is compared with the run it replaced until it is committed (after that, ``--before HEAD~1``).
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 
@@ -48,6 +53,20 @@ def run_ratios(df: pd.DataFrame, notebook: str) -> pd.DataFrame:
                                                                                    "timestamp", "gpu"])
 
 
+def with_revision(path: Path, rev: str) -> pd.DataFrame:
+    """The results CSV at ``path`` with the rows of its version at git revision ``rev`` that it no longer has (none
+    where git has no such file)."""
+    now = read_results(path)
+    old = subprocess.run(["git", "show", f"{rev}:{path.relative_to(project_root()).as_posix()}"], capture_output=True,
+                         text=True, cwd=project_root())
+    if old.returncode != 0 or not old.stdout:
+        return now
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / path.name).write_text(old.stdout)
+        before = read_results(Path(tmp) / path.name)
+    return pd.concat([before[~before["run_id"].isin(now["run_id"])], now], ignore_index=True)
+
+
 def compare(ratios: pd.DataFrame) -> pd.DataFrame:
     """Per GPU of ``ratios`` (``run_ratios``), the latest run's ratios beside the run's before it (``KEY``, ``gpu``,
     ``before``, ``after``, ``change``, ``runs``: "earlier -> later"); empty where no GPU has two runs."""
@@ -65,6 +84,7 @@ def compare(ratios: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", default=[nb for nb, _ in HEADLINES] + [NETWORK])
+    ap.add_argument("--before", default="HEAD", help="git revision whose CSV rows are added (default HEAD)")
     ap.add_argument("--tolerance", type=float, default=0.03, help="largest |change| that passes (0.03: 3%%)")
     args = ap.parse_args(argv)
     known = {nb for nb, _ in HEADLINES} | {NETWORK}
@@ -74,7 +94,7 @@ def main(argv: list[str]) -> int:
             return 2
     compared, worst = 0, 0.0
     for nb in args.notebooks:
-        table = compare(run_ratios(read_results(project_root() / "results" / nb / "results.csv"), nb))
+        table = compare(run_ratios(with_revision(project_root() / "results" / nb / "results.csv", args.before), nb))
         if table.empty:
             print(f"{nb}: no GPU has two native runs with its headline rows")
             continue
