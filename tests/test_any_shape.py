@@ -106,6 +106,17 @@ def test_padded_fills_stay_asynchronous(name):
     assert re.search(r"ptx_cp_async_legacy_pred_cg_16_\w+\(buf_dyn_shmem_ptr, [^;]*\bB_ptr", src)
 
 
+@pytest.mark.parametrize(("size", "nbytes"), [((2500, 3500, 1500), 8), ((37, 4094, 4094), 4)],
+                         ids=["2500x3500x1500", "37x4094x4094"])
+def test_v8_unaligned_rows_keep_asynchronous_fills(size, nbytes):
+    """Rows of A and B that are not 16-byte aligned (k and n multiples of 4 or 2 halves, not 8) are filled by
+    zero-filling predicated cp.async copies of 8 or 4 bytes (``warpgroup.copy_elems``), not element by element."""
+    src = cuda("v8_wgmma", schedule("v8_wgmma", size))
+    for buf in ("A", "B"):
+        assert re.search(rf"ptx_cp_async_legacy_pred_ca_{nbytes}_\w+\(buf_dyn_shmem_ptr, [^;]*\b{buf}_ptr", src), buf
+    assert "condval" not in src   # no synchronous element copy left
+
+
 @pytest.mark.parametrize("size", [(1, 7, 9), (37, 130, 20), (129, 257, 65), (1000, 1000, 1000)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", SIMT)

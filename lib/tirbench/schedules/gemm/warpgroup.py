@@ -95,10 +95,26 @@ def _warpgroup_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, bn: int | SampledT
     return tile, ko, warp, warps
 
 
+def copy_elems(extent: int, dtype: str) -> int:
+    """The elements per ``cp.async`` of a fill whose rows are ``extent`` elements apart: a whole 16-byte chunk where
+    the rows are 16-byte aligned, else the widest copy of 8 or 4 bytes they are aligned to (K = 1500 halves: 8-byte
+    copies, each predicated as one), else the whole chunk (TVM then copies element by element, synchronously)."""
+    elems = wgmma.CHUNK_ELEMS[dtype]  # per 16 bytes
+    return next((elems // d for d in (1, 2, 4) if extent % (elems // d) == 0), elems)
+
+
+def _input_vectors(sch: s_tir.Schedule, dtype: str) -> tuple[int, int]:
+    """``copy_elems`` of A and B, the module's first two parameters (a GEMM's, split-K's too: their rows are k and n
+    elements long whatever blocks the helper's fills read them through)."""
+    func = sch.mod["main"]
+    return tuple(copy_elems(int(param.shape[-1]), dtype) for param in func.params[:2])
+
+
 def _stage_wgmma_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.LoopRV, dtype: str, layout: str,
-                       warps: Warps) -> None:
+                       warps: Warps, vectors: tuple[int, int] | None = None) -> None:
     """A and B tiles of a k tile to shared memory in wgmma's ``layout`` (``intrinsics.wgmma``), 16-byte copies spread
-    over the block's threads in the order that layout's banks want."""
+    over the block's threads in the order that layout's banks want; ``vectors``: A's and B's elements per copy where
+    narrower (``copy_elems``: each thread's 16-byte chunk in two or four copies)."""
     elems = wgmma.CHUNK_ELEMS[dtype]
     places = (wgmma.int8_layout,) * 2 if dtype == "int8" else (wgmma.a_layout, wgmma.b_layout)
     for idx, place in enumerate(places):
@@ -115,6 +131,9 @@ def _stage_wgmma_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.Loop
         else:  # consecutive threads fill the 8 chunks of a 128 B row, which the swizzle spreads over all banks
             threads = sch.fuse(r, r8, c)
         split_threads(sch, threads, warps)
+        vector = vectors[idx] if vectors else elems
+        if vector < elems:
+            c8 = sch.split(c8, factors=[None, vector])[1]
         sch.vectorize(c8)
 
 
@@ -145,7 +164,8 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     group, not its own; the copies move after the math, into the buffer that finished group read).
 
     float16 with C in global memory takes any m, n, k: a shape the tiles do not divide is padded to them
-    (``tirbench.schedules.common.padding``): zero-filling predicated cp.async fills, and the accumulators stored to a
+    (``tirbench.schedules.common.padding``): zero-filling predicated cp.async fills (8- or 4-byte copies where the
+    rows of A or B are not 16-byte aligned: ``copy_elems``), and the accumulators stored to a
     shared-memory tile of C that a predicated 16-byte copy writes out. Costs the padded work (edge blocks and the last
     k tile multiply zeros), that pass of C through shared memory after the main loop, and shared memory for the C
     tile (bm x (bn + 8) floats; the pipeline's buffers are reused for it, so a kernel needs the larger of the two).
@@ -166,7 +186,7 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
                                  layout=layout, overlap=overlap)
     padding = pad_gemm(sch, block, (bm, bn, tile_k), c_scope, (m, n)) if pads else Padding()
     _, ko, acc, _ = wgmma_nest(sch, block, dtype=dtype, layout=layout, bn=bn, tile_k=tile_k, warps=warps,
-                                  raster=raster)
+                                  raster=raster, vectors=_input_vectors(sch, dtype) if c_scope == "global" else None)
     tensorize_wgmma(sch, block, acc, ko, bn=bn, tile_k=tile_k, layout=layout, stages=stages, overlap=overlap,
                     dtype=dtype)
     padding.finish(sch, warps)
@@ -174,15 +194,16 @@ def gemm_v8_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
 
 
 def wgmma_nest(sch: s_tir.Schedule, block: str, *, dtype: str, layout: str, bn: int | SampledTile, tile_k: int,
-               warps: int | SampledTile, raster: int | SampledTile
+               warps: int | SampledTile, raster: int | SampledTile, vectors: tuple[int, int] | None = None
                ) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.SBlockRV, Warps]:
     """v8 up to its tensor intrinsics, on the (padded) GEMM block ``block``: the warpgroup nest, the A and B tiles
     staged in shared memory in ``layout``, the accumulators in registers. Returns (the product block
     ``"<block>_o"``, the k-tile loop, the accumulator store block, the warps as split factors); ``tensorize_wgmma``
-    finishes it. ``bn``, ``warps`` and ``raster`` may be ``SampledTile``s (the ``wgmma`` design space)."""
+    finishes it. ``bn``, ``warps`` and ``raster`` may be ``SampledTile``s (the ``wgmma`` design space); ``vectors``:
+    A's and B's elements per copy (``_stage_wgmma_tiles``; default 16 bytes)."""
     blk = sch.get_sblock(block)
     tile, ko, warp, warps = _warpgroup_nest(sch, blk, bn, tile_k, warps, raster)
-    _stage_wgmma_tiles(sch, tile, ko, dtype, layout, warps)
+    _stage_wgmma_tiles(sch, tile, ko, dtype, layout, warps, vectors)
     acc = _register_accumulator(sch, tile, ko, warp)
     return tile, ko, acc, warps
 
