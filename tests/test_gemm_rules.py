@@ -45,10 +45,11 @@ def test_wave_fill_is_the_share_of_the_sms_time_spent_on_useful_tiles():
 
 def test_a_tile_whose_last_wave_is_fuller_ranks_above_128x256_at_2_2_waves():
     """At 3072^3 fp16, 128x256 tiles make 2.2 waves of the 132 SMs (the last a fifth full): a 128x128 tile (4.4
-    waves) ranks first; where 128x256 makes one full wave (1408 x 3072), it ranks first."""
+    waves; v8) or v9's 128x192 (2.9 waves) ranks first; where 128x256 makes one full wave (1408 x 3072), it ranks
+    first."""
     for record in rule_records(gemm(3072, 3072, 3072, dtype="float16"), keep=2):
         tiles = _tiles(record)
-        assert tiles[0] == (128, 128), (record.name, tiles)
+        assert tiles[0] == ((128, 192) if record.name == V9_TMA_WS.name else (128, 128)), (record.name, tiles)
         assert score(3072, 3072, tiles[0]) > score(3072, 3072, (128, 256))
     v9 = rule_records(gemm(1408, 3072, 1024, dtype="float16"), keep=1)[0]
     assert v9.name == V9_TMA_WS.name and _tiles(v9)[0] == (128, 256)
@@ -134,6 +135,23 @@ def test_v9_takes_shapes_its_tiles_do_not_divide_with_the_tma_store(size):
     keys = [(-score(m, n, p["block_tile"]), -math.prod(p["block_tile"])) for p in params]
     assert keys == sorted(keys)
     assert rule_records(gemm(*size, dtype="float16", out_dtype="float16"), keep=1)[0].name == V9_TMA_WS.name
+
+
+@pytest.mark.parametrize("size, family, first", [
+    ((2000, 3000, 1000), V9_TMA_WS, {"block_tile": (128, 192), "stages": 4}),
+    ((100, 3000, 5000), SPLITK_WGMMA, {"split": 8, "block_tile": (128, 192), "stages": 3}),
+], ids=["2000x3000x1000-v9", "100x3000x5000-splitk"])
+def test_tiles_of_192_columns_come_first_where_they_fill_the_waves(size, family, first):
+    """2000 x 3000: 256 v9 tiles of 128 x 192 (1.94 waves) before 192 of 128 x 256 (1.45); 100 x 3000: 16 split-K
+    tiles of 128 x 192 in 8 slices are 128 blocks (one wave, half the partial sums of 128 x 128 in 16 slices)."""
+    (record,) = [r for r in rule_records(gemm(*size, dtype="float16")) if r.name == family.name]
+    assert dict(record.candidates[0]) == first
+
+
+def test_v9_offers_64x64_tiles_for_1000_cubed():
+    """128 x 64 tiles give 128 blocks for 132 SMs at 1000^3; 64 x 64 tiles with one consumer give 256."""
+    (v9, _) = rule_records(gemm(1000, 1000, 1000, dtype="float16"))
+    assert (64, 64) in _tiles(v9)
 
 
 def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():

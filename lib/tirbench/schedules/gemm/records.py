@@ -146,6 +146,20 @@ WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     ),
 }
 
+#: Tiles the GEMM rules add for v9 (``gemm.rules``; not in its sweep, notebook 03's): 192 columns, whose block counts
+#: fill the last wave where 256 leave it half empty (2000 x 3000: 256 tiles of 128 x 192 are 1.94 waves of an H100's
+#: SMs, 192 of 128 x 256 are 1.45), in 128 rows (two consumers, persistent or one block per tile) and in 64 (one
+#: consumer: 512 tiles, 3.9 waves); and 64 x 64 tiles with one consumer and a deep ring, 256 blocks at 1000^3 where
+#: 128 x 64 tiles give 128 and leave four SMs idle of 132. Measured in ``tools/gpu-checks/gemm_rules.py``.
+FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
+    V9_TMA_WS.name: (
+        {"block_tile": (128, 192), "stages": 4},
+        {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0},
+        {"block_tile": (64, 192), "stages": 6, "consumers": 1},
+        {"block_tile": (64, 64), "stages": 8, "consumers": 1, "persistent_ctas": 0},
+    ),
+}
+
 #: Candidates for GEMMs of few rows (the GEMM rules offer them beside the others; ``gemm.rules``): 64-row tiles
 #: narrow enough that a GEMM of 64 rows still has a block for every SM (at M = 37, N = 4096: 128 blocks of 64 x 32
 #: where 64 x 64 tiles give 64 and leave half of an H100's SMs idle; v8's B tile stays 64 halves wide, the 128-byte
@@ -172,7 +186,9 @@ def with_splits(*tiles: dict[str, Any]) -> tuple[dict[str, Any], ...]:
 #: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
 #: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through
 #: v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128), float16 through v8's wgmma (with the
-#: overlap of ``NARROW``'s and ``PADDED``'s tiles) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
+#: overlap of ``NARROW``'s and ``PADDED``'s tiles; also 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are
+#: 128 blocks, one wave, where 128 x 128 needs 16 slices and twice the partial sums) and v7's mma.sync (64 x 64,
+#: 64 x 128, 128 x 64, 128 x 128 each);
 #: measured in ``tools/gpu-checks/gemm_rules.py`` (results/kernel/gemm_rules.csv).
 SPLITK_SIMT = KernelRecord(
     "splitk_simt", gemm_splitk_simt,
@@ -192,6 +208,7 @@ SPLITK_WGMMA = KernelRecord(
         {"block_tile": (64, 128)},
         {"block_tile": (128, 64)},
         {"block_tile": (128, 128), "stages": 3},
+        {"block_tile": (128, 192), "stages": 3},
     ), needs=("cp_async", "wgmma"))
 SPLITK_MMA = KernelRecord(
     "splitk_mma", gemm_splitk_mma,

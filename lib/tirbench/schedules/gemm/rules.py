@@ -17,7 +17,7 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
   the SMs however narrow they are; its slices do.
 
 The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``), v5's
-tiles of 96 and 192 (``WAVE_TILES``) and the narrow tiles for few rows (``NARROW``), less the tiles taller than the
+tiles of 96 and 192 (``WAVE_TILES``), v9's of 192 columns and 64 x 64 (``FP16_WAVE_TILES``) and the narrow tiles for few rows (``NARROW``), less the tiles taller than the
 GEMM (``fits_rows``). A candidate's score (``score``) is its wave fill (``wave_fill``): with ``blocks`` block tiles
 on the GPU's ``sm_count()`` SMs, one block per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful
 work ``blocks / (waves * SMs)`` of the time, times the share of each tile that is not padding; times the tile's
@@ -44,6 +44,7 @@ from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.gemm.records import (
+    FP16_WAVE_TILES,
     NARROW,
     PADDED,
     SPLITK_MMA,
@@ -149,12 +150,13 @@ def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mappin
 
 
 def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
-    """``record``'s sweep (its defaults where it has none: v6), its ``PADDED``, ``WAVE_TILES``, ``TURING_TILES`` and
-    ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``), once each, less those taller than ``m`` rows
+    """``record``'s sweep (its defaults where it has none: v6), its ``PADDED``, ``WAVE_TILES``, ``FP16_WAVE_TILES``,
+    ``TURING_TILES`` and ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``), once each, less those taller than ``m`` rows
     allow (``fits_rows``) and the unswizzled wgmma tiles."""
     pool: list[Mapping[str, Any]] = []
     for cand in (*(record.candidates or ({},)), *PADDED.get(record.name, ()), *WAVE_TILES.get(record.name, ()),
-                 *TURING_TILES.get(record.name, ()), *NARROW.get(record.name, ())):
+                 *FP16_WAVE_TILES.get(record.name, ()), *TURING_TILES.get(record.name, ()),
+                 *NARROW.get(record.name, ())):
         cand = with_raster(record, cand, m)
         if cand not in pool and fits_rows(record, dict(cand), m) and cand.get("layout") != "interleaved":
             pool.append(cand)
