@@ -4,8 +4,10 @@ shapes 2000x3000x1000, 1000x1000x1000, 37x4096x4096) and three shapes no tile di
 candidate the rules offer (``schedules.gemm.rules``) built in one parallel batch, verified against numpy and timed,
 the fastest kept, beside cuBLAS in the same process (``tirbench.kernel.best_kernels``). Appends each choice's row
 (variant ``rules_<family>``) and cuBLAS's to ``results/kernel/gemm_rules.csv`` and prints a table with the ratio
-(cuBLAS time / the rules' time) against the goal (>= 0.9x). Run from the repository root:
-    . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/gemm_rules.py [--repeats 30] [--keep 5]
+(cuBLAS time / the rules' time) against the goal (>= 0.9x). ``--dtypes`` and ``--sizes`` narrow the run (with a
+larger ``--keep``: a wider look at a few shapes). Run from the repository root:
+    . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/gemm_rules.py [--repeats 30] [--keep 5] \
+        [--dtypes float16] [--sizes 2000x3000x1000 100x3000x5000]
 """
 from __future__ import annotations
 
@@ -19,7 +21,16 @@ from tirbench.workloads import gemm
 
 SIZES = ((4096, 4096, 4096), (1024, 1024, 1024), (2000, 3000, 1000), (1000, 1000, 1000), (37, 4096, 4096),
          (2500, 3500, 1500), (1200, 5000, 700), (100, 3000, 5000))
+DTYPES = ("float32", "float16")
 GOAL = 0.9
+
+
+def size_arg(text: str) -> tuple[int, int, int]:
+    """``2000x3000x1000`` as (m, n, k); argparse's one-line error for anything else."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: a GEMM shape is MxNxK, three positive integers")
+    return tuple(int(p) for p in parts)
 CSV = Path("results/kernel/gemm_rules.csv")
 
 
@@ -27,10 +38,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--keep", type=int, default=None, help="candidates per family (default: the rules')")
+    ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=DTYPES, help="input dtypes (default: both)")
+    ap.add_argument("--sizes", nargs="+", type=size_arg, default=SIZES, metavar="MxNxK",
+                    help="GEMM shapes (default: the eight above)")
     args = ap.parse_args()
     require_cuda_gpu()
     start = time.time()
-    wls = [gemm(*size, dtype=dtype) for dtype in ("float32", "float16") for size in SIZES]
+    wls = [gemm(*size, dtype=dtype) for dtype in args.dtypes for size in args.sizes]
     CSV.parent.mkdir(parents=True, exist_ok=True)
     found = best_kernels(wls, keep=args.keep, repeats=args.repeats, out=Path("build/kernel"), csv=CSV)
     print(f"\n{'shape':>16} {'dtype':>8} {'rules us':>9} {'cuBLAS us':>10} {'ratio':>6}  goal  kernel")
