@@ -97,7 +97,8 @@ def same_gpu(session: Session, wl: Workload, *, older: Sequence[KernelRecord], n
 
 def arch_table(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` (one run's ``ARCH_CSV`` rows) as a table per workload: kernel, built for, how it ran, µs, TFLOP/s and
-    its speed relative to the fastest kernel built for the run's oldest architecture on the same workload."""
+    its speed relative to the fastest kernel built for the run's oldest architecture on the same workload (rates in
+    TOPS for integer workloads)."""
     if rows.empty:
         return pd.DataFrame()
     rows = rows.assign(ptx=rows["ptx"].astype(str).str.lower() == "true")
@@ -108,6 +109,7 @@ def arch_table(rows: pd.DataFrame) -> pd.DataFrame:
         for r in part.itertuples():
             out.append({"shape": shape, "dtype": dtype, "kernel": r.variant, "built for": r.arch,
                         "runs as": "PTX (the driver compiles it)" if r.ptx else "native",
-                        "us": round(r.median_ms * 1e3, 1), "TFLOP/s": round(r.gflops / 1e3, 1),
+                        "us": round(r.median_ms * 1e3, 1),
+                        "TOPS" if str(dtype).startswith("int") else "TFLOP/s": round(r.gflops / 1e3, 1),
                         f"x {oldest}": round(base / r.median_ms, 2)})
     return pd.DataFrame(out)
