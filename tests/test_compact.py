@@ -57,3 +57,13 @@ def test_tvmscript_html_gets_classes_and_keeps_every_colour(monkeypatch):
 def test_other_html_is_left_alone():
     table = "<div><style scoped>.dataframe td {color: red}</style><table></table></div>"
     assert script_classes(table) == table
+
+
+def test_an_output_with_html_keeps_no_plain_text_copy_and_plain_text_alone_stays(tmp_path):
+    table = nbformat.v4.new_output("execute_result", data={"text/html": "<table></table>", "text/plain": "a b"})
+    plain = nbformat.v4.new_output("execute_result", data={"text/plain": "a b"})
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("df", outputs=[table, plain])]), path)
+    compact_notebook(path)
+    got = [dict(o.data) for o in nbformat.read(path, as_version=4).cells[0].outputs]
+    assert got == [{"text/html": "<table></table>"}, {"text/plain": "a b"}]

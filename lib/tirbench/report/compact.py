@@ -3,6 +3,8 @@
 - PNG outputs become palette PNGs (256 colours) where that is smaller;
 - consecutive stream outputs merge and each ``\\r``-overwritten progress line keeps only its last state, as a
   terminal would show it (nbconvert's ``CoalesceStreamsPreprocessor``);
+- an output that has HTML (a table, TVMScript) keeps no plain-text copy of it: Jupyter and the HTML report show the
+  HTML;
 - TVMScript shown by ``mod.show()`` (Pygments HTML with an inline ``style`` on every token) gets short classes and
   one ``<style>`` per output.
 """
@@ -47,4 +49,5 @@ def compact_notebook(path: Path) -> None:
                 data["image/png"] = base64.b64encode(palette_png(base64.b64decode(data["image/png"]))).decode()
             if "text/html" in data:
                 data["text/html"] = script_classes(data["text/html"])
+                data.pop("text/plain", None)
     nbformat.write(nb, path)
