@@ -31,6 +31,8 @@ def size_arg(text: str) -> tuple[int, int, int]:
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r}: a GEMM shape is MxNxK, three positive integers")
     return tuple(int(p) for p in parts)
+
+
 CSV = Path("results/kernel/gemm_rules.csv")
 
 
@@ -39,12 +41,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--keep", type=int, default=None, help="candidates per family (default: the rules')")
     ap.add_argument("--dtypes", nargs="+", choices=DTYPES, default=DTYPES, help="input dtypes (default: both)")
+    ap.add_argument("--half-c", action="store_true",
+                    help="float16 inputs write a half C, as cuBLAS's fp16 GEMM does (default: a float32 C; rows "
+                         "rules_<family>_fp16_c)")
     ap.add_argument("--sizes", nargs="+", type=size_arg, default=SIZES, metavar="MxNxK",
                     help="GEMM shapes (default: the eight above)")
     args = ap.parse_args()
     require_cuda_gpu()
     start = time.time()
-    wls = [gemm(*size, dtype=dtype) for dtype in args.dtypes for size in args.sizes]
+    wls = [gemm(*size, dtype=dtype, out_dtype="float16" if args.half_c and dtype == "float16" else "float32")
+           for dtype in args.dtypes for size in args.sizes]
     CSV.parent.mkdir(parents=True, exist_ok=True)
     found = best_kernels(wls, keep=args.keep, repeats=args.repeats, out=Path("build/kernel"), csv=CSV)
     print(f"\n{'shape':>16} {'dtype':>8} {'rules us':>9} {'cuBLAS us':>10} {'ratio':>6}  goal  kernel")

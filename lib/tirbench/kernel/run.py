@@ -82,6 +82,13 @@ def _result(wl: Workload, layer: list, vendor: Measurement | None, out: Path, de
     return KernelResult(wl, tuple(c for c, _ in pairs), device, vendor, chosen, cuda)
 
 
+def row_variant(r: KernelResult) -> str:
+    """The results variant of a choice: ``rules_<family>``, with ``_fp16_c`` for a GEMM of float16 inputs that writes a
+    half C (as cuBLAS's fp16 GEMM does; notebook 03_gemm_shapes' ``v9_best_fp16_c``)."""
+    half_c = r.workload.name == "gemm" and r.workload.dtype == r.workload.out_dtype == "float16"
+    return f"rules_{r.chosen.family}" + ("_fp16_c" if half_c else "")
+
+
 def _measured(wls: Sequence[Workload], *, keep: int | None, repeats: int, seed: int, out: Path, csv: Path | None,
               say: Callable[[str], None]) -> list[KernelResult]:
     """The GPU path (module docstring), every candidate of every workload built in one parallel batch."""
@@ -95,7 +102,7 @@ def _measured(wls: Sequence[Workload], *, keep: int | None, repeats: int, seed: 
         say("[tirbench] torch is not installed: no vendor comparison (pip install -r requirements-gpu.txt)")
     if csv is not None:
         session.measurements += [m for r in found if r.chosen for m in
-                                 (replace(r.chosen.measurement, variant=f"rules_{r.chosen.family}"), r.vendor) if m]
+                                 (replace(r.chosen.measurement, variant=row_variant(r)), r.vendor) if m]
         say(f"[tirbench] {results.append_rows(csv, session.rows())} rows appended to {csv}")
     return found
 
