@@ -119,6 +119,8 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v5_warp_tiled(_sch(), tile_k=64, stages=8), "stages"),
     (lambda: gemm_v5_warp_tiled(_sch(), stages=0), "stages"),
     (lambda: gemm_v5_warp_tiled(_sch(), raster=3), "raster"),
+    (lambda: gemm_v5_warp_tiled(_sch(), block_tile=(112, 128), warp_tile=(16, 128), tile_k=28, async_copy=False),
+     r"tile_k=28: the A tile \(3136 elements\) is not a multiple of 224 threads x 4-element copies"),
     (lambda: gemm_v7_mma(_sch("float16"), raster=0), "raster"),
     (lambda: gemm_v6_wmma(_sch("float32")), "float16"),
     (lambda: gemm_v7_mma(_sch("float32")), "float16"),

@@ -20,12 +20,15 @@ from tirbench.schedules.gemm.splitk import gemm_splitk_simt
 from tirbench.workloads.gemm import gemm
 
 #: (m, n, k), and the parameters: 37 rows in a 64-row tile, N a multiple of 32 (the sum's lanes end at the row's
-#: end: no column predicate) or not, K no multiple of split x tile_k; 100 rows in a 128-row tile.
+#: end: no column predicate) or not, K no multiple of split x tile_k; 100 rows in a 128-row tile, and in a 112-row
+#: one of seven warps with k tiles of 28 (224 threads: 14 of A's 4-byte copies each, not a whole number of float4s).
 FP32_CASES = [
     ((37, 64, 128), {"split": 2}),
     ((37, 70, 1000), {"split": 4}),
     ((100, 96, 300), {"split": 2, "block_tile": (128, 64)}),
     ((128, 32, 200), {"split": 4, "block_tile": (128, 32)}),
+    ((100, 130, 300), {"split": 2, "block_tile": (112, 128), "warp_tile": (16, 128), "thread_tile": (8, 8),
+                       "tile_k": 28, "stages": 3}),
 ]
 #: The partial buffer's names: padded or not.
 PARTIAL = ("C_rf", "C_pad_rf")

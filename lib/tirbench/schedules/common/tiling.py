@@ -167,12 +167,14 @@ def pipeline(sch: s_tir.Schedule, ko: s_tir.LoopRV, stages: int, async_copy: boo
 
 def check_simt_tiles(extents: tuple[int, int, int], *, block_tile: tuple[int, int],
                      warp_tile: tuple[int, int] | None, thread_tile: tuple[int, int], tile_k: int, vector: int,
-                     stages: int, raster: int, prefetch: str, a_k_major: bool = False,
+                     stages: int, raster: int, prefetch: str, a_k_major: bool = False, async_copy: bool = False,
                      axes: tuple[str, str, str] = ("m", "n", "k")) -> int:
     """The checks of a shared-memory tiled SIMT kernel over GEMM extents (m, n, k); returns threads per block.
 
     ``axes`` names the three extents in the messages (a convolution calls them by its own names). ``a_k_major``:
     A arrives k-major, so its shared tile needs no padding for transposing stores (see ``simt_nest``).
+    ``async_copy``: the transposed A tile is filled by 4-byte cp.async copies (``simt_nest``), so A's fetch needs only
+    a whole number of elements per thread (112 x 28 by 224 threads: 14 each), not of ``vector``-wide copies.
     """
     (m, n, k), (am, an, ak) = extents, axes
     (bm, bn), (tm, tn) = block_tile, thread_tile
@@ -196,7 +198,8 @@ def check_simt_tiles(extents: tuple[int, int, int], *, block_tile: tuple[int, in
     if vector > 1:
         require_multiple(tm, vector, param="thread_tile[0]")
         require_multiple(tn, vector, param="thread_tile[1]")
-    require_fetch(bm, tile_k, threads, vector, operand="A")
+    a_vector = 1 if async_copy and vector > 1 and not a_k_major else vector
+    require_fetch(bm, tile_k, threads, a_vector, operand="A")
     require_fetch(bn, tile_k, threads, vector, operand="B")
     a_rows = padded(bm, 32, vector) if vector > 1 and not a_k_major else bm
     require_shared(stages * tile_k * (a_rows + bn) * 4, block_tile=block_tile, tile_k=tile_k, stages=stages)

@@ -99,7 +99,8 @@ def _simt(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[
     tiles = (*block_tile, tile_k)
     extents = padded_extents(sch, block, tiles, ("block_tile[0]", "block_tile[1]", "tile_k"))
     threads = check_simt_tiles(extents, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
-                               tile_k=tile_k, vector=vector, stages=stages, raster=raster, prefetch=prefetch)
+                               tile_k=tile_k, vector=vector, stages=stages, raster=raster, prefetch=prefetch,
+                               async_copy=async_copy)
     padding = pad_to_tiles(sch, block, tiles)
     (bm, bn), (tm, tn) = block_tile, thread_tile
     wm, wn = warp_tile or block_tile
