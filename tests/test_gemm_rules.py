@@ -21,6 +21,7 @@ from tirbench.schedules.gemm.rules import (
     SPLITK_MIN_K,
     SPLITK_ROWS,
     block_count,
+    k_fill,
     rule_records,
     score,
     sm_count,
@@ -100,18 +101,41 @@ def test_split_k_blocks_are_tiles_times_slices():
 @pytest.mark.parametrize("dtype, families", [("float32", (SPLITK_SIMT,)), ("float16", (SPLITK_WGMMA, SPLITK_MMA))])
 def test_few_rows_are_offered_split_k_whose_slices_fill_the_sms(size, dtype, families):
     """After the ladder's families, split-K: tiles that take every row, 2-16 slices, the first candidate's blocks
-    (tiles x slices) for 90% of the SMs or more, ranked by score, then the larger tile, then the fewer slices."""
+    (tiles x slices) for 90% of the SMs or more, ranked by score (with the real share of the padded K), then the
+    larger tile, then the fewer slices."""
     m, n, _ = size
     records = rule_records(gemm(*size, dtype=dtype))
     split = records[-len(families):]
     assert len(records) > len(families) and [r.name for r in split] == [f.name for f in families]
     for record in split:
         params = [record.params(c) for c in record.candidates]
-        assert params and all(p["block_tile"][0] == -(-m // 64) * 64 and p["split"] in (2, 4, 8, 16)
+        assert params and all(m <= p["block_tile"][0] <= -(-m // 64) * 64 and 2 <= p["split"] <= 16
                               for p in params)
         assert block_count(m, n, params[0]["block_tile"], params[0]["split"]) >= 0.9 * sm_count()
-        keys = [(-score(m, n, p["block_tile"], p["split"]), -math.prod(p["block_tile"]), p["split"]) for p in params]
+        keys = [(-score(m, n, p["block_tile"], p["split"], k_fill(size[2], p["tile_k"], p["split"])),
+                 -math.prod(p["block_tile"]), p["split"]) for p in params]
         assert keys == sorted(keys)
+
+
+def test_k_fill_is_the_real_share_of_k_padded_to_whole_slices_of_k_tiles():
+    assert k_fill(700, 24) == pytest.approx(700 / 720) and k_fill(700, 28) == 1.0
+    assert k_fill(5000, 28, split=11) == pytest.approx(5000 / (11 * 17 * 28))
+    assert score(1200, 5000, (96, 128), k_share=k_fill(700, 24)) < score(1200, 5000, (96, 128))
+
+
+@pytest.mark.parametrize("size, family, first, kept", [
+    ((1200, 5000, 700), V5_WARP_TILED, (96, 256, 1), [(96, 128, 1)]),
+    ((100, 3000, 5000), SPLITK_SIMT, (112, 128, 11), [(128, 128, 11), (128, 128, 16)]),
+    ((1024, 1024, 1024), V5_WARP_TILED, None, [(64, 64, 1)]),
+    ((2500, 3500, 1500), V5_WARP_TILED, None, [(128, 192, 1)]),
+], ids=["1200x5000x700", "100x3000x5000-splitk", "1024^3", "2500x3500x1500"])
+def test_fp32_tiles_for_the_waves_come_first_and_the_last_runs_winners_stay(size, family, first, kept):
+    """1200 x 5000: 96 x 256 tiles (260 blocks, 1.97 waves; K of 700 in k tiles of 24 or 48); 100 x 3000: 112-row
+    split-K tiles in 11 slices (264 blocks, rows padded to 112); the tiles of run 20261127T140407Z's choices
+    (96 x 128; 128 x 128 in 16 slices; 64 x 64 at 1024^3; 128 x 192) still among the candidates."""
+    (record,) = [r for r in rule_records(gemm(*size)) if r.name == family.name]
+    tiles = [(*record.params(c)["block_tile"], record.params(c).get("split", 1)) for c in record.candidates]
+    assert first in (None, tiles[0]) and set(kept) <= set(tiles), tiles
 
 
 @pytest.mark.parametrize("size, dtype", [((4096, 4096, 4096), "float32"), ((4096, 4096, 4096), "float16"),

@@ -136,13 +136,19 @@ PADDED: dict[str, tuple[dict[str, Any], ...]] = {
 #: Tiles the GEMM rules add for v5 (``gemm.rules``; notebook 03's padded sweep keeps ``PADDED``'s): 96 and 192 rows or
 #: columns (k tiles of 24, so that 384 or 192 threads copy whole 4-float vectors), whose block counts fill the last
 #: wave of the SMs where powers of two leave it a tenth full (2500 x 3500: 560 tiles of 128 x 128 are 4.2 waves of an
-#: H100's SMs, 392 of 192 x 128 are 2.97).
+#: H100's SMs, 392 of 192 x 128 are 2.97); and 96 x 256 (twelve warps, one block per SM: 145 registers a thread) in
+#: k tiles of 48 with 2 stages or of 24 with 3 and 4096^3's FFMA order (``columns_outer``), whose 260 blocks at
+#: 1200 x 5000 are 1.97 waves where 128 x 256's 200 are 1.52 (96 x 128's 520 blocks are as many waves of two blocks
+#: an SM, with less reuse).
 WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     V5_WARP_TILED.name: (
         {"block_tile": (192, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
         {"block_tile": (128, 192), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
         {"block_tile": (96, 128), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
         {"block_tile": (128, 96), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 24, "stages": 3},
+        {"block_tile": (96, 256), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 48, "stages": 2},
+        {"block_tile": (96, 256), "warp_tile": (32, 64), "thread_tile": (8, 8), "tile_k": 24, "stages": 3,
+         "columns_outer": True},
     ),
 }
 
@@ -177,18 +183,21 @@ NARROW: dict[str, tuple[dict[str, Any], ...]] = {
 SPLITS = (2, 4, 8, 16)
 
 
-def with_splits(*tiles: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    """Each of ``tiles`` with each of ``SPLITS``: a split-K family's sweep."""
-    return tuple({"split": split, **tile} for tile in tiles for split in SPLITS)
+def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tuple[dict[str, Any], ...]:
+    """Each of ``tiles`` with each of ``splits``: a split-K family's sweep."""
+    return tuple({"split": split, **tile} for tile in tiles for split in splits)
 
 
 #: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows):
 #: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
-#: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 128-row ones for 65-128. float32 through
-#: v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128), float16 through v8's wgmma (with the
-#: overlap of ``NARROW``'s and ``PADDED``'s tiles; also 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are
-#: 128 blocks, one wave, where 128 x 128 needs 16 slices and twice the partial sums) and v7's mma.sync (64 x 64,
-#: 64 x 128, 128 x 64, 128 x 128 each);
+#: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 112- and 128-row ones for 65-112 and
+#: 65-128. float32 through v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128; 128 x 128
+#: also in 11 slices: 264 blocks at 100 x 3000, one round of two 256-thread blocks on each of 132 SMs, where 16
+#: slices make 384; and 112 x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224
+#: threads copy whole), in 8, 10 or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer
+#: partial sums), float16 through v8's wgmma (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
+#: 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where 128 x 128 needs 16 slices
+#: and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
 #: measured in ``tools/gpu-checks/gemm_rules.py`` (results/kernel/gemm_rules.csv).
 SPLITK_SIMT = KernelRecord(
     "splitk_simt", gemm_splitk_simt,
@@ -199,6 +208,11 @@ SPLITK_SIMT = KernelRecord(
         {"block_tile": (128, 32), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 64), "warp_tile": (32, 32), "thread_tile": (8, 4)},
         {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8)},
+    ) + with_splits(
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8)}, splits=(11,),
+    ) + with_splits(
+        {"block_tile": (112, 128), "warp_tile": (16, 128), "thread_tile": (8, 8), "tile_k": 28, "stages": 3},
+        splits=(8, 10, 11),
     ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(
     "splitk_wgmma", gemm_splitk_wgmma,

@@ -17,13 +17,14 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
   the SMs however narrow they are; its slices do.
 
 The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``), v5's
-tiles of 96 and 192 (``WAVE_TILES``), v9's of 192 columns and 64 x 64 (``FP16_WAVE_TILES``) and the narrow tiles for few rows (``NARROW``), less the tiles taller than the
+tiles of 96 and 192 and 96 x 256 (``WAVE_TILES``), v9's of 192 columns and 64 x 64 (``FP16_WAVE_TILES``) and the narrow tiles for few rows (``NARROW``), less the tiles taller than the
 GEMM (``fits_rows``). A candidate's score (``score``) is its wave fill (``wave_fill``): with ``blocks`` block tiles
 on the GPU's ``sm_count()`` SMs, one block per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful
 work ``blocks / (waves * SMs)`` of the time, times the share of each tile that is not padding; times the tile's
 reuse (``reuse``: the multiply-adds per value it loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at
-most 1), so that a 64 x 32 tile whose last wave is a little fuller does not beat a 128 x 256 one at 4096^3. A
-split-K candidate's blocks are its tiles times its ``split``. The best score first (to two decimals), then the
+most 1), so that a 64 x 32 tile whose last wave is a little fuller does not beat a 128 x 256 one at 4096^3; times
+the real share of K padded to whole k tiles (``k_fill``: at K = 700 a k tile of 28 pads nothing, one of 24 pads 20). A
+split-K candidate's blocks are its tiles times its ``split``, its K padded to ``split`` slices of whole k tiles. The best score first (to two decimals), then the
 larger tile, then the fewer slices (less partial-sum traffic); a family keeps its ``KEEP`` best that schedule the
 GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
 only where the build's architecture builds none of ``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on
@@ -126,6 +127,13 @@ def wave_fill(m: int, n: int, block_tile: tuple[int, int], split: int = 1) -> fl
     return useful * blocks / (math.ceil(blocks / sms) * sms)
 
 
+def k_fill(k: int, tile_k: int, split: int = 1) -> float:
+    """The share of the padded K that is real: K padded to ``split`` slices of whole ``tile_k`` tiles (700 in k tiles
+    of 24 is 720, 0.97; in tiles of 28, 1.0)."""
+    step = split * tile_k
+    return k / (-(-k // step) * step)
+
+
 def reuse(block_tile: tuple[int, int]) -> float:
     """The multiply-adds per value a block tile loads (``bm*bn / (bm+bn)``) relative to ``FULL_REUSE``'s, at most 1."""
     def per_value(bm: int, bn: int) -> float:
@@ -133,10 +141,10 @@ def reuse(block_tile: tuple[int, int]) -> float:
     return min(1.0, per_value(*block_tile) / per_value(*FULL_REUSE))
 
 
-def score(m: int, n: int, block_tile: tuple[int, int], split: int = 1) -> float:
+def score(m: int, n: int, block_tile: tuple[int, int], split: int = 1, k_share: float = 1.0) -> float:
     """How the rules rank a block tile (in ``split`` slices of K) for an ``m`` x ``n`` C: ``wave_fill`` times
-    ``reuse``, to two decimals."""
-    return round(wave_fill(m, n, block_tile, split) * reuse(block_tile), 2)
+    ``reuse`` times ``k_share`` (``k_fill``: the real share of the padded K), to two decimals."""
+    return round(wave_fill(m, n, block_tile, split) * reuse(block_tile) * k_share, 2)
 
 
 def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mapping[str, Any]:
@@ -164,14 +172,14 @@ def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...
 
 
 def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mapping[str, Any], ...]:
-    """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``score`` first, then the
-    larger tile, then the fewer slices of K (split-K)."""
-    m, n = wl.sizes["m"], wl.sizes["n"]
+    """The ``keep`` best of ``candidate_pool`` that schedule ``wl`` (no ValueError), best ``score`` first (with its K's
+    ``k_fill``), then the larger tile, then the fewer slices of K (split-K)."""
+    m, n, k = wl.sizes["m"], wl.sizes["n"], wl.sizes["k"]
 
     def key(cand: Mapping[str, Any]) -> tuple[float, int, int]:
         params = record.params(cand)
         (bm, bn), split = params["block_tile"], params.get("split", 1)
-        return (-score(m, n, (bm, bn), split), -bm * bn, split)
+        return (-score(m, n, (bm, bn), split, k_fill(k, params.get("tile_k", 1), split)), -bm * bn, split)
 
     taken: list[Mapping[str, Any]] = []
     for cand in sorted(candidate_pool(record, m), key=key):
