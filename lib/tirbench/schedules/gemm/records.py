@@ -195,7 +195,8 @@ def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tup
 #: also in 11 slices: 264 blocks at 100 x 3000, one round of two 256-thread blocks on each of 132 SMs, where 16
 #: slices make 384; and 112 x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224
 #: threads copy whole), in 8, 10 or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer
-#: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64), float16 through v8's wgmma (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
+#: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64), float16 through v8's wgmma
+#: (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
 #: 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where 128 x 128 needs 16 slices
 #: and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
 #: measured in ``tools/gpu-checks/gemm_rules.py`` (results/kernel/gemm_rules.csv).
