@@ -192,7 +192,7 @@ def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tup
 #: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
 #: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 112- and 128-row ones for 65-112 and
 #: 65-128. float32 through v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128; 128 x 128
-#: also in 11 slices: 264 blocks at 100 x 3000, one round of two 256-thread blocks on each of 132 SMs, where 16
+#: also in 11 slices: 264 blocks at 100 x 3000, one round of two 256-thread blocks on each of an H100's SMs, where 16
 #: slices make 384; and 112 x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224
 #: threads copy whole), in 8, 10 or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer
 #: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64), float16 through v8's wgmma
