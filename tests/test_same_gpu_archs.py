@@ -40,3 +40,13 @@ def test_without_a_gpu_the_recorded_run_is_shown_and_nothing_is_written(tmp_path
     before = path.read_bytes()
     shown = archs.same_gpu(session, None, older=[], native=[])
     assert list(shown["variant"]) == ["v9_tma_ws"] and path.read_bytes() == before
+
+
+def test_show_says_where_the_rows_were_measured_or_that_none_are(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(archs.Session, "banner", lambda self: "")
+    session = archs.Session("03_gemm", root=tmp_path)
+    session.gpu = False
+    assert archs.show_archs(pd.DataFrame(), session) is None
+    table = archs.show_archs(pd.DataFrame([_row("v9_tma_ws", "sm_90a", False, 0.2)]), session)
+    out = capsys.readouterr().out
+    assert "No run built" in out and "recorded on NVIDIA H200, 2026-11-27, run r1" in out and len(table) == 1

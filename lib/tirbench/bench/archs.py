@@ -9,7 +9,7 @@ the GPU's, ``machine.cuda_target``: the driver compiles it, as it would for an A
 and times each; ``ArchRun.row`` is its row of ``ARCH_CSV`` beside the notebook's results (``ARCH_COLUMNS``). Those
 rows never enter the notebook's ``results.csv``: a PTX row there would make the whole run a PTX run, whose ratios
 tables keep apart. ``arch_table`` shows a run's rows with each kernel's speed relative to the older architecture's
-fastest.
+fastest, and ``show_archs`` is what a notebook displays: the table with where and when it was measured.
 """
 from __future__ import annotations
 
@@ -113,3 +113,16 @@ def arch_table(rows: pd.DataFrame) -> pd.DataFrame:
                         "TOPS" if str(dtype).startswith("int") else "TFLOP/s": round(r.gflops / 1e3, 1),
                         f"x {oldest}": round(base / r.median_ms, 2)})
     return pd.DataFrame(out)
+
+
+def show_archs(rows: pd.DataFrame, session: Session) -> pd.DataFrame | None:
+    """Print where and when ``rows`` (``same_gpu``'s) were measured and return their ``arch_table`` for the notebook to
+    display; one line and None where none is recorded."""
+    if rows.empty:
+        print("No run built for the GPU's own architecture has measured this yet: run this notebook on a GPU newer "
+              "than sm_80.")
+        return None
+    first = rows.iloc[0]
+    print(f"{'measured' if session.gpu else 'recorded'} on {first['gpu']}, {str(first['timestamp'])[:10]}, "
+          f"run {first['run_id']}")
+    return arch_table(rows)
