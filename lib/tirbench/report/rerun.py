@@ -1,6 +1,7 @@
 """Does a re-run on the same GPU keep a notebook's ratios? The latest native run against the one before it.
 
-    python -m tirbench.report.rerun [--tolerance 0.03] [--before REV] [NOTEBOOK...]   (default: every notebook with headlines)
+    python -m tirbench.report.rerun [--tolerance 0.03] [--before REV] [NOTEBOOK...]
+                                             (default: every notebook with headlines)
 
 Per notebook and GPU, the two latest native runs (``results.native_runs``: no row built for an older architecture)
 that have its headline ratios: each headline row's rate over its baseline of the same run (``headline.HEADLINES``,

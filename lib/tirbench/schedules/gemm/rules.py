@@ -16,17 +16,18 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
   slices computed by ``split`` times as many blocks, then summed. A GEMM of 37 rows has too few block tiles to fill
   the SMs however narrow they are; its slices do.
 
-The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``), v5's
-tiles of 96 and 192 and 96 x 256 (``WAVE_TILES``), v9's of 192 columns and 64 x 64 (``FP16_WAVE_TILES``) and the narrow tiles for few rows (``NARROW``), less the tiles taller than the
-GEMM (``fits_rows``). A candidate's score (``score``) is its wave fill (``wave_fill``): with ``blocks`` block tiles
-on the GPU's ``sm_count()`` SMs, one block per SM at a time, ``waves = ceil(blocks / SMs)`` and the SMs do useful
-work ``blocks / (waves * SMs)`` of the time, times the share of each tile that is not padding; times the tile's
-reuse (``reuse``: the multiply-adds per value it loads, ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at
-most 1), so that a 64 x 32 tile whose last wave is a little fuller does not beat a 128 x 256 one at 4096^3; times
-the real share of K padded to whole k tiles (``k_fill``: at K = 700 a k tile of 28 pads nothing, one of 24 pads 20). A
-split-K candidate's blocks are its tiles times its ``split``, its K padded to ``split`` slices of whole k tiles.
-The best score first (to two decimals), then the larger tile, then the fewer slices (less partial-sum traffic); a
-family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
+The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``), v5's tiles
+of 96 and 192 and 96 x 256 (``WAVE_TILES``), v9's of 192 columns and 64 x 64 (``FP16_WAVE_TILES``) and the narrow tiles
+for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score (``score``) is its
+wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()`` SMs, one block per SM at a time,
+``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time, times the share of
+each tile that is not padding; times the tile's reuse (``reuse``: the multiply-adds per value it loads,
+``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so that a 64 x 32 tile whose last wave is a little
+fuller does not beat a 128 x 256 one at 4096^3; times the real share of K padded to whole k tiles (``k_fill``: at K = 700 a k tile
+of 28 pads nothing, one of 24 pads 20). A split-K candidate's blocks are its tiles times its ``split``, its K padded to
+``split`` slices of whole k tiles. The best score first (to two decimals), then the larger tile, then the fewer slices
+(less partial-sum traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of
+its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
 only where the build's architecture builds none of ``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on
 Blackwell): v8 and v9 beat it on Hopper at every size notebook 03 records (split-K offers v7's nest beside v8's for
 its float16 partial GEMM); on Turing (no cp.async) v6's wmma for float16 and v5 with synchronous copies
@@ -159,8 +160,8 @@ def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mappin
 
 def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
     """``record``'s sweep (its defaults where it has none: v6), its ``PADDED``, ``WAVE_TILES``, ``FP16_WAVE_TILES``,
-    ``TURING_TILES`` and ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``), once each, less those taller than ``m`` rows
-    allow (``fits_rows``) and the unswizzled wgmma tiles."""
+    ``TURING_TILES`` and ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``), once each, less those
+    taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma tiles."""
     pool: list[Mapping[str, Any]] = []
     for cand in (*(record.candidates or ({},)), *PADDED.get(record.name, ()), *WAVE_TILES.get(record.name, ()),
                  *FP16_WAVE_TILES.get(record.name, ()), *TURING_TILES.get(record.name, ()),
