@@ -23,11 +23,11 @@ wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()
 ``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time, times the share of
 each tile that is not padding; times the tile's reuse (``reuse``: the multiply-adds per value it loads,
 ``bm*bn / (bm+bn)``, relative to a 128 x 128 tile's and at most 1), so that a 64 x 32 tile whose last wave is a little
-fuller does not beat a 128 x 256 one at 4096^3; times the real share of K padded to whole k tiles (``k_fill``: at K = 700 a k tile
-of 28 pads nothing, one of 24 pads 20). A split-K candidate's blocks are its tiles times its ``split``, its K padded to
-``split`` slices of whole k tiles. The best score first (to two decimals), then the larger tile, then the fewer slices
-(less partial-sum traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile (the lesson of
-its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
+fuller does not beat a 128 x 256 one at 4096^3; times the real share of K padded to whole k tiles (``k_fill``: at K =
+700 a k tile of 28 pads nothing, one of 24 pads 20). A split-K candidate's blocks are its tiles times its ``split``, its
+K padded to ``split`` slices of whole k tiles. The best score first (to two decimals), then the larger tile, then the
+fewer slices (less partial-sum traffic); a family keeps its ``KEEP`` best that schedule the GEMM. v8's unswizzled tile
+(the lesson of its sweep: several times slower) is left out. v7 (``mma.sync``) is offered
 only where the build's architecture builds none of ``FAMILIES``' (``FALLBACK``: no wgmma, before Hopper and on
 Blackwell): v8 and v9 beat it on Hopper at every size notebook 03 records (split-K offers v7's nest beside v8's for
 its float16 partial GEMM); on Turing (no cp.async) v6's wmma for float16 and v5 with synchronous copies
