@@ -22,10 +22,11 @@ def frame(*runs) -> pd.DataFrame:
 
 
 def test_the_latest_run_is_compared_with_the_one_before_on_the_same_gpu():
-    df = frame(gemm_run("a", 1, 500.0, 1000.0), gemm_run("b", 2, 900.0, 1000.0), gemm_run("c", 3, 920.0, 1000.0),
-               gemm_run("h100", 4, 100.0, 1000.0, gpu="NVIDIA H100 80GB HBM3"))
+    older = gemm_run("h100", 0, 100.0, 1000.0, gpu="NVIDIA H100 80GB HBM3")
+    df = frame(older, gemm_run("a", 1, 500.0, 1000.0), gemm_run("b", 2, 900.0, 1000.0),
+               gemm_run("c", 3, 920.0, 1000.0))
     table = rerun.compare(rerun.run_ratios(df, "03_gemm"))
-    assert len(table) == 1   # the H100 has one run: nothing to compare
+    assert len(table) == 1   # the latest run's GPU only
     r = table.iloc[0]
     assert (r["variant"], r["runs"], r["before"], r["after"]) == ("v9_tma_ws", "b -> c", 0.9, 0.92)
     assert r["change"] == pytest.approx(0.92 / 0.9 - 1)
@@ -57,6 +58,13 @@ def test_a_run_pruned_from_the_csv_is_read_back_from_git(tmp_path, monkeypatch):
     csv.write_text("")
     append_rows(csv, gemm_run("b", 2, 930.0, 1000.0))   # the re-run, with run a pruned
     monkeypatch.setattr(rerun, "project_root", lambda: tmp_path)
-    table = rerun.compare(rerun.run_ratios(rerun.with_revision(csv, "HEAD"), "03_gemm"))
+    table = rerun.compare(rerun.run_ratios(rerun.with_history(csv), "03_gemm"))   # the re-run not committed yet
     assert table["runs"].tolist() == ["a -> b"] and table["after"].tolist() == [0.93]
-    assert rerun.with_revision(csv, "no-such-rev")["run_id"].unique().tolist() == ["b"]
+    subprocess.run([*git, "commit", "-qam", "b"], cwd=tmp_path, check=True)
+    table = rerun.compare(rerun.run_ratios(rerun.with_history(csv), "03_gemm"))   # committed
+    assert table["runs"].tolist() == ["a -> b"]
+
+
+def test_runs_timed_differently_are_not_compared():
+    df = frame(gemm_run("evaluator", 1, 500.0, 1000.0), gemm_run("events", 5, 900.0, 1000.0))   # 11-21 and 11-25
+    assert rerun.compare(rerun.run_ratios(df, "03_gemm")).empty

@@ -1,16 +1,15 @@
 """Does a re-run on the same GPU keep a notebook's ratios? The latest native run against the one before it.
 
-    python -m tirbench.report.rerun [--tolerance 0.03] [--before REV] [NOTEBOOK...]
-                                             (default: every notebook with headlines)
+    python -m tirbench.report.rerun [--tolerance 0.03] [NOTEBOOK...]      (default: every notebook with headlines)
 
-Per notebook and GPU, the two latest native runs (``results.native_runs``: no row built for an older architecture)
-that have its headline ratios: each headline row's rate over its baseline of the same run (``headline.HEADLINES``,
-``headline_rows``: TVM's and MetaSchedule's rows over cuBLAS / cuDNN), and for notebook 08 each config's whole-network
+Per notebook, on the GPU of its latest native run (``results.native_runs``: no row built for an older architecture),
+the two latest native runs that have its headline ratios: each headline row's rate over its baseline of the same run
+(``headline.HEADLINES``, ``headline_rows``: TVM's and MetaSchedule's rows over cuBLAS / cuDNN), and for notebook 08 each config's whole-network
 cuDNN time / TVM time (``bench.network``). A row's change is the later ratio over the earlier one, minus one; rows the
-two runs do not share are left out. Exit status 1 where a change is past ``--tolerance``, 2 where no GPU has two
+two runs do not share are left out. Exit status 1 where a change is past ``--tolerance``, 2 where no notebook has two
 runs to compare. A run drops from the CSV the runs it measured again (``results.prune_superseded``; git keeps them):
-the runs compared are those of the CSV and of the CSV as git revision ``--before`` (default ``HEAD``) holds it, so a
-re-run is compared with the run it replaced until it is committed (after that, ``--before HEAD~1``).
+the runs compared are those of the CSV and of its last ``HISTORY`` committed versions (``with_history``), so a re-run
+is compared with the run it replaced, committed or not. Runs timed differently (``published.timing``) are not compared.
 """
 from __future__ import annotations
 
@@ -27,10 +26,13 @@ from tirbench.bench.plots import VENDORS
 from tirbench.bench.results import native_runs, read_results
 from tirbench.core.paths import project_root
 from tirbench.report.headline import HEADLINES, headline_rows
+from tirbench.report.published import timing
 from tirbench.workloads.resnet50 import RESNET50
 
 NETWORK = "08_resnet50"
 KEY = ["shape", "dtype", "variant"]
+#: Committed versions of a results CSV read for the runs it no longer holds.
+HISTORY = 20
 
 
 def run_ratios(df: pd.DataFrame, notebook: str) -> pd.DataFrame:
@@ -54,26 +56,41 @@ def run_ratios(df: pd.DataFrame, notebook: str) -> pd.DataFrame:
                                                                                    "timestamp", "gpu"])
 
 
-def with_revision(path: Path, rev: str) -> pd.DataFrame:
-    """The results CSV at ``path`` with the rows of its version at git revision ``rev`` that it no longer has (none
-    where git has no such file)."""
-    now = read_results(path)
-    old = subprocess.run(["git", "show", f"{rev}:{path.relative_to(project_root()).as_posix()}"], capture_output=True,
-                         text=True, cwd=project_root())
-    if old.returncode != 0 or not old.stdout:
-        return now
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=project_root())
+
+
+def versions(path: Path, depth: int = HISTORY) -> list[str]:
+    """The texts of the CSV at ``path`` as the last ``depth`` commits that changed it left it, newest first."""
+    rel = path.relative_to(project_root()).as_posix()
+    revs = _git("log", "-n", str(depth), "--format=%H", "--", rel).stdout.split()
+    return [out.stdout for rev in revs if (out := _git("show", f"{rev}:{rel}")).returncode == 0 and out.stdout]
+
+
+def with_history(path: Path, depth: int = HISTORY) -> pd.DataFrame:
+    """The results CSV at ``path`` with the rows of its committed ``versions`` that it no longer has (a re-run drops
+    the runs it measured again: ``results.prune_superseded``)."""
+    parts = [read_results(path)]
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / path.name).write_text(old.stdout)
-        before = read_results(Path(tmp) / path.name)
-    return pd.concat([before[~before["run_id"].isin(now["run_id"])], now], ignore_index=True)
+        for i, text in enumerate(versions(path, depth)):
+            (Path(tmp) / f"{i}.csv").write_text(text)
+            parts.append(read_results(Path(tmp) / f"{i}.csv"))
+    return pd.concat(parts, ignore_index=True).drop_duplicates(["run_id", *KEY, "provider"])
 
 
 def compare(ratios: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU of ``ratios`` (``run_ratios``), the latest run's ratios beside the run's before it (``KEY``, ``gpu``,
-    ``before``, ``after``, ``change``, ``runs``: "earlier -> later"); empty where no GPU has two runs."""
+    """The latest run of ``ratios`` (``run_ratios``): its ratios beside those of the run before it on the same GPU timed
+    the same way (``published.timing``: a run timed with ``time_evaluator`` is not compared with one timed with CUDA
+    events) (``KEY``, ``gpu``, ``before``, ``after``, ``change``, ``runs``: "earlier -> later"); empty where there is
+    no such run."""
+    if ratios.empty:
+        return pd.DataFrame()
+    gpu = ratios.sort_values("timestamp")["gpu"].iloc[-1]
     out = []
-    for gpu, g in ratios.groupby("gpu", sort=False):
-        runs = g.drop_duplicates("run_id").sort_values("timestamp")["run_id"].tolist()
+    for gpu, g in ratios[ratios["gpu"] == gpu].groupby("gpu", sort=False):
+        order = g.drop_duplicates("run_id").sort_values("timestamp")
+        order = order[timing(order["timestamp"]) == timing(order["timestamp"].iloc[-1:]).iloc[0]]
+        runs = order["run_id"].tolist()
         if len(runs) < 2:
             continue
         before, after = (g[g["run_id"] == r].set_index(KEY)["ratio"] for r in runs[-2:])
@@ -85,7 +102,6 @@ def compare(ratios: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", default=[nb for nb, _ in HEADLINES] + [NETWORK])
-    ap.add_argument("--before", default="HEAD", help="git revision whose CSV rows are added (default HEAD)")
     ap.add_argument("--tolerance", type=float, default=0.03, help="largest |change| that passes (0.03: 3%%)")
     args = ap.parse_args(argv)
     known = {nb for nb, _ in HEADLINES} | {NETWORK}
@@ -95,7 +111,7 @@ def main(argv: list[str]) -> int:
             return 2
     compared, worst = 0, 0.0
     for nb in args.notebooks:
-        table = compare(run_ratios(with_revision(project_root() / "results" / nb / "results.csv", args.before), nb))
+        table = compare(run_ratios(with_history(project_root() / "results" / nb / "results.csv"), nb))
         if table.empty:
             print(f"{nb}: no GPU has two native runs with its headline rows")
             continue
