@@ -2,14 +2,15 @@
 
     python -m tirbench.report.rerun [--tolerance 0.03] [NOTEBOOK...]      (default: every notebook with headlines)
 
-Per notebook, on the GPU of its latest native run (``results.native_runs``: no row built for an older architecture),
-the two latest native runs that have its headline ratios: each headline row's rate over its baseline of the same run
-(``headline.HEADLINES``, ``headline_rows``: TVM's and MetaSchedule's rows over cuBLAS / cuDNN), and for notebook 08 each config's whole-network
-cuDNN time / TVM time (``bench.network``). A row's change is the later ratio over the earlier one, minus one; rows the
-two runs do not share are left out. Exit status 1 where a change is past ``--tolerance``, 2 where no notebook has two
-runs to compare. A run drops from the CSV the runs it measured again (``results.prune_superseded``; git keeps them):
-the runs compared are those of the CSV and of its last ``HISTORY`` committed versions (``with_history``), so a re-run
-is compared with the run it replaced, committed or not. Runs timed differently (``published.timing``) are not compared.
+Per notebook, on the GPU of its latest native run (``results.native_runs``: no row built for an older architecture), the
+two latest native runs that have its headline ratios: each headline row's rate over its baseline of the same run
+(``headline.HEADLINES``, ``headline_rows``: TVM's and MetaSchedule's rows over cuBLAS / cuDNN), and for notebook 08 each
+config's whole-network cuDNN time / TVM time (``bench.network``). A row's change is the later ratio over the earlier
+one, minus one; rows the two runs do not share are left out. Exit status 1 where a change is past ``--tolerance``, 2
+where no notebook has two runs to compare. A run drops from the CSV the runs it measured again
+(``results.prune_superseded``; git keeps them): the runs compared are those of the CSV and of its last ``HISTORY``
+committed versions (``with_history``), so a re-run is compared with the run it replaced, committed or not. Runs timed
+differently (``published.timing``) are not compared.
 """
 from __future__ import annotations
 
