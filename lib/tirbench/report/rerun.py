@@ -58,7 +58,11 @@ def run_ratios(df: pd.DataFrame, notebook: str) -> pd.DataFrame:
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=project_root())
+    """``git args`` in the project root; a failed one (exit status 1, no output) where git is not installed."""
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=project_root())
+    except OSError:
+        return subprocess.CompletedProcess(["git", *args], 1, "", "")
 
 
 def versions(path: Path, depth: int = HISTORY) -> list[str]:
