@@ -17,7 +17,7 @@ from tvm.script import relax as R
 from tirbench.bench.choose import Choice, Choices, families_offered
 from tirbench.bench.harness import run_checked
 from tirbench.compile.dispatch import dispatch_convs, pass_config_of
-from tirbench.compile.pipeline import compile_model, passes
+from tirbench.compile.pipeline import compile_model, compile_passed, count_ops, passes
 from tirbench.core.build import build
 from tirbench.core.cuda_source import nvcc_report
 from tirbench.core.gpu import ARCH_ENV
@@ -374,15 +374,15 @@ def test_a_conv_the_suite_cannot_state_is_left_with_its_reason():
     class Nhwc:
         @R.function
         def main(x: R.Tensor((1, 14, 14, 16), "float32"),
-                 w: R.Tensor((3, 3, 16, 32), "float32")) -> R.Tensor((1, 14, 14, 32), "float32"):
+                 w: R.Tensor((32, 3, 3, 16), "float32")) -> R.Tensor((1, 14, 14, 32), "float32"):
             with R.dataflow():
-                y = R.nn.conv2d(x, w, padding=1, data_layout="NHWC", kernel_layout="HWIO")
+                y = R.nn.conv2d(x, w, padding=1, data_layout="NHWC", kernel_layout="OHWI")
                 R.output(y)
             return y
 
     mod, (note,) = dispatch_convs(Nhwc, target_for("sm_90a"))
-    assert str(note) == "conv2d: left to DLight (conv2d takes NCHW data, OIHW weights and an NCHW output here, " \
-                        "not NHWC/HWIO/NHWC)"
+    assert str(note) == "conv2d: left to DLight (conv2d takes NCHW data, OIHW weights and an NCHW output, or " \
+                        "NHWC/HWIO/NHWC here, not NHWC/OHWI/NHWC)"
     assert len(calls(mod, "relax.nn.conv2d")) == 1
 
 
@@ -401,3 +401,64 @@ def test_batch_norms_are_folded_first():
     assert names[:2] == ["FoldBatchnormToConv2D", "FoldConstant"] and names[2] == "tirbench.DispatchConvRules"
     assert [p.info.name for p in passes(Fp32, target_for("sm_90a"))] == ["tirbench.DispatchConvRules",
                                                                          "FoldConstant"]
+
+
+@I.ir_module
+class Fp32Block:
+    """An exported model's form: float32, batch norms, a shortcut, ReLU6 (``R.clip``), a head that is no conv."""
+
+    @R.function
+    def main(x: R.Tensor((2, 64, 14, 14), "float32"), w1: R.Tensor((64, 64, 1, 1), "float32"),
+             w2: R.Tensor((64, 64, 1, 1), "float32"), g: R.Tensor((64,), "float32"),
+             b: R.Tensor((64,), "float32")) -> R.Tensor((2, 64), "float32"):
+        with R.dataflow():
+            y1 = R.nn.relu(R.nn.batch_norm(R.nn.conv2d(x, w1), g, b, b, g, axis=1)[0])
+            y2 = R.nn.relu(R.add(R.nn.batch_norm(R.nn.conv2d(y1, w2), g, b, b, g, axis=1)[0], y1))
+            y = R.mean(R.clip(y2, R.prim_value(0.0), R.prim_value(6.0)), axis=[2, 3])
+            R.output(y)
+        return y
+
+
+def _bound(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with its weights and batch-norm parameters bound as constants, as the exported models have them."""
+    rng = np.random.default_rng(0)
+    params = {p: rng.uniform(0.5, 1.5, [int(d) for d in p.ty.shape.values]).astype("float32")
+              for p in mod["main"].params[1:]}
+    return relax.transform.BindParams("main", params)(mod)
+
+
+def test_fp16_passes_make_fp16_convs_the_tensor_core_families_take(monkeypatch):
+    """``passes(fp16=True)``: batch norms folded, ReLU6 as min/max, every conv float16 in and out (NCHW without
+    ``nhwc``); with ``nhwc`` the model is NHWC between its layers and each conv goes to ``nhwc_mma`` (sm_80) with its
+    epilogue and no transpose around it: one is left, at the model's input (the head's mean reads NHWC)."""
+    monkeypatch.setenv(ARCH_ENV, "sm_80")
+    mod, target = _bound(Fp32Block), target_for("sm_80")
+    with target:
+        nchw = tvm.transform.Sequential(passes(mod, target, rules=False, fp16=True))(mod)
+        ps = passes(mod, target, fp16=True, nhwc=True)
+        out = tvm.transform.Sequential(ps)(mod)
+    convs = calls(nchw, "relax.nn.conv2d")
+    assert [(str(c.args[0].ty.dtype), str(c.ty.dtype), str(c.attrs.data_layout)) for c in convs] == \
+        [("float16", "float16", "NCHW")] * 2
+    assert not calls(nchw, "relax.clip") and len(calls(nchw, "relax.minimum")) == 1
+    assert not calls(nchw, "relax.nn.batch_norm")
+    notes = ps[-2].notes
+    assert [str(n).split(": ")[0] for n in notes] == ["conv2d 2x64x14x14x64x1x1x1x0 float16 + bias_relu",
+                                                      "conv2d 2x64x14x14x64x1x1x1x0 float16 + bias_residual_relu"]
+    assert all("nhwc_mma{" in str(n) for n in notes) and not calls(out, "relax.nn.conv2d")
+    assert [n.transposes for n in notes] == [0, 0] and count_ops(out, "relax.permute_dims") == 1
+
+
+def test_on_llvm_the_nhwc_model_matches_float64(rng):
+    """``nhwc=True`` on float32 layers: ConvertLayout's NHWC convs read by ``layer_of``, the rules' NCHW kernels
+    between transposes (their shortcut too), the refused grouped conv legalized in NHWC; same numbers as NCHW."""
+    with cpu_target():
+        ps = passes(Chains, cpu_target(), nhwc=True)
+        mod = tvm.transform.Sequential(ps)(Chains)
+    notes = ps[-2].notes
+    assert [n.transposes for n in notes] == [2, 2, 2, 3, 2, 0] and notes[-1].kernel is None
+    ex = compile_passed(mod, cpu_target())
+    args = [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype("float32") for p in Chains["main"].params]
+    out = relax.VirtualMachine(ex, tvm.cpu())["main"](*map(tvm.runtime.tensor, args)).numpy()
+    ref = chains_reference(*args)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())

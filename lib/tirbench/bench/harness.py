@@ -269,20 +269,22 @@ def verify_then_time_torch(workload: Workload, fn: Callable[..., "object"], *, v
                        verified=True)
 
 
-def time_launches(launch: Callable[[], object], *, repeats: int) -> Timing:
+def time_launches(launch: Callable[[], object], *, repeats: int, flush: bool = True) -> Timing:
     """``launch()`` timed with CUDA events around one call per repeat, a 256 MiB buffer rewritten before each (L2
-    flush), after 3 warm-up calls. Nothing waits between the flush and the launch: the host prepares the launch while
-    the GPU flushes, so what is timed is the GPU's time (TVM's ``time_evaluator`` syncs first and so also counts the
-    host's launch cost: about 15 us for a kernel whose TMA descriptors are encoded at each call)."""
+    flush; ``flush=False``: none, calls back to back), after 3 warm-up calls. Nothing waits between the flush and the
+    launch: the host prepares the launch while the GPU flushes, so what is timed is the GPU's time (TVM's
+    ``time_evaluator`` syncs first and so also counts the host's launch cost: about 15 us for a kernel whose TMA
+    descriptors are encoded at each call)."""
     import torch
 
-    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if flush else None
     for _ in range(3):
         launch()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for start, end in zip(starts, ends):
-        flush.add_(1.0)
+        if buffer is not None:
+            buffer.add_(1.0)
         start.record()
         launch()
         end.record()

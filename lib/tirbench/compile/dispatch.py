@@ -2,11 +2,13 @@
 choose for it (``kernels.choose_kernel``), as TVM's dispatch passes rewrite an op into calls of their own kernels;
 a conv they refuse stays ``relax.nn.conv2d``, and TVM's default pipeline legalizes it and DLight schedules it.
 
-Layout: float32 layers run NCHW, the model's layout. float16 layers run on the NHWC tensor-core families, so the
-pass transposes around each one: ``R.permute_dims`` of the data (NCHW -> NHWC) and of the output (back to NCHW),
-two extra passes over device memory per layer, each as many bytes as the activation (the weights' transpose
-(OIHW -> RSCK) folds into a constant where they are bound constants, else it is a third pass). Relax's
-``ConvertLayout`` could keep the model NHWC between layers instead, with transposes at its ends only; not done here.
+Layout: float32 layers run on the NCHW families, float16 layers on the NHWC tensor-core families
+(``kernels.LAYOUT``). A conv stored in another layout than its kernel's (``layer.LAYOUTS``: the model's NCHW, or
+NHWC where ``ConvertLayout`` made the model NHWC between layers, ``pipeline.passes(nhwc=True)``) gets transposes
+around its kernel: ``R.permute_dims`` of the data and of the output (and of a fused shortcut), each an extra pass
+over device memory as many bytes as the activation (the weights' transpose folds into a constant where they are
+bound constants, else it is one more pass); ``LayerNote.transposes`` counts the activations' ones. An fp16 model
+made NHWC by ``ConvertLayout`` has none around its fp16 layers: its transposes are ConvertLayout's, at its ends.
 A float16 layer the model writes as float32 (``ToMixedPrecision(out_dtype="float32")``) gets its kernel's float16
 output cast (``R.astype``): one more rounding than the model asked for, what cuDNN's fp16 convolution does.
 
@@ -42,21 +44,26 @@ from tirbench.compile.layer import RelaxConv, is_conv2d, layer_of
 from tirbench.core.gpu import current_gpu
 from tirbench.workloads.conv2d import ConvEpilogue
 
-#: Transposes of an NCHW activation to NHWC and back, and of an OIHW filter to the NHWC families' (R, S, C, K).
-TO_NHWC, TO_NCHW, TO_RSCK = (0, 2, 3, 1), (0, 3, 1, 2), (2, 3, 1, 0)
+#: Transposes of an activation and of a filter from a layer's layout to a kernel's (``layer.LAYOUTS``: NCHW with
+#: OIHW filters, NHWC with HWIO filters, the NHWC families' (R, S, C, K)).
+ACTIVATION_PERM = {("NCHW", "NHWC"): (0, 2, 3, 1), ("NHWC", "NCHW"): (0, 3, 1, 2)}
+FILTER_PERM = {("NCHW", "NHWC"): (2, 3, 1, 0), ("NHWC", "NCHW"): (3, 2, 0, 1)}
 
 
 @dataclass(frozen=True)
 class LayerNote:
     """What the pass did with one conv: the kernel it called (``kernel``), or why it left the conv (``reason``);
     the epilogue after it (``epilogue``, ``ConvEpilogue.tag``) and why it stays separate (``apart``; "" where the
-    kernel stores it: "conv2d <shape> float32 + bias_relu: nchw_splitk{...} (rules)")."""
+    kernel stores it: "conv2d <shape> float32 + bias_relu: nchw_splitk{...} (rules)"); ``transposes``: the
+    activations the pass transposes around the kernel (data, output, fused shortcut; 0 where the layer's layout is
+    the kernel's)."""
 
     layer: str
     kernel: str | None = None
     reason: str = ""
     epilogue: str = ""
     apart: str = ""
+    transposes: int = 0
 
     def __str__(self) -> str:
         if not self.kernel:
@@ -155,33 +162,38 @@ class _ConvDispatcher(PyExprMutator):
             self._agree(kernel)
         except ValueError as err:
             return LayerNote(name, reason=str(err)), None
+        moved = 2 if layer.layout != kernel.workload.layout else 0   # its data and output
         if chain is None:
-            return LayerNote(name, kernel.describe()), kernel
+            return LayerNote(name, kernel.describe(), transposes=moved), kernel
         try:
             self.fused[chain.end] = (chain, self._fused_kernel(layer, kernel, chain.epilogue))
         except ValueError as err:
-            return LayerNote(name, kernel.describe(), epilogue=chain.epilogue.tag, apart=str(err)), kernel
-        return LayerNote(name, kernel.describe(), epilogue=chain.epilogue.tag), kernel
+            return LayerNote(name, kernel.describe(), epilogue=chain.epilogue.tag, apart=str(err),
+                             transposes=moved), kernel
+        moved += 1 if moved and chain.epilogue.residual else 0
+        return LayerNote(name, kernel.describe(), epilogue=chain.epilogue.tag, transposes=moved), kernel
 
     def _call(self, chain: Chain, kernel: ConvKernel) -> relax.Expr:
-        """The call of ``kernel`` on ``chain``'s conv operands and epilogue inputs, between the NHWC transposes
-        (and the cast of a float16 kernel the model writes as float32)."""
+        """The call of ``kernel`` on ``chain``'s conv operands and epilogue inputs, between the transposes from the
+        layer's layout to the kernel's and back (and the cast of a float16 kernel the model writes as float32)."""
         data, weight = (self.visit_expr(arg) for arg in chain.conv.args)
         wl = kernel.workload
-        nhwc = wl.layout == "NHWC"
-        if nhwc:
-            data = self.builder_.emit(relax.op.permute_dims(data, TO_NHWC))
-            weight = self.builder_.emit(relax.op.permute_dims(weight, TO_RSCK))
+        there = (str(chain.conv.attrs.data_layout), wl.layout)   # (the layer's layout, the kernel's)
+        moved = there[0] != there[1]
+        if moved:
+            data = self.builder_.emit(relax.op.permute_dims(data, ACTIVATION_PERM[there]))
+            weight = self.builder_.emit(relax.op.permute_dims(weight, FILTER_PERM[there]))
         args = [data, weight]
         if chain.bias is not None:
             args.append(self.builder_.emit(relax.op.reshape(self.visit_expr(chain.bias), (wl.sizes["k"],))))
         if chain.residual is not None:
             residual = self.visit_expr(chain.residual)
-            args.append(self.builder_.emit(relax.op.permute_dims(residual, TO_NHWC)) if nhwc else residual)
+            args.append(self.builder_.emit(relax.op.permute_dims(residual, ACTIVATION_PERM[there])) if moved
+                        else residual)
         gv = self.builder_.add_func(kernel.func, kernel.name)
         out = relax.call_tir(gv, args, relax.TensorType(wl.out_shape, wl.out_dtype))
-        if nhwc:
-            out = relax.op.permute_dims(self.builder_.emit(out), TO_NCHW)
+        if moved:
+            out = relax.op.permute_dims(self.builder_.emit(out), ACTIVATION_PERM[there[::-1]])
         out_dtype = str(chain.end.ty.dtype)
         if out_dtype != wl.out_dtype:
             out = relax.op.astype(self.builder_.emit(out), out_dtype)

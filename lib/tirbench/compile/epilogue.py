@@ -3,13 +3,13 @@
 kernel.
 
 The chains are TVM's own patterns (``relax.backend.patterns``: ``make_fused_bias_activation_pattern`` and
-``make_residual_block_pattern``, what the cuDNN and CUTLASS tables partition with), matched longest first at
-each binding from the last one up, so a conv joins the longest chain that ends on it. A single add reads as a bias
-when the other operand has one value per output channel ((1, K, 1, 1) or (K, 1, 1): torch's conv bias, a folded
-batch norm), as a residual when it has the conv's output shape (ResNet's shortcut), of the conv's dtype either way;
-after a bias, the next add is a residual (either operand order). As TVM's ``has_leaking_intermediate_variables``
-asks, every value inside a chain (the conv, the adds before its end) is a dataflow variable used once, by the next
-step: a value the rest of the function also reads is not fused away.
+``make_residual_block_pattern``, what the cuDNN and CUTLASS tables partition with), matched longest first at each
+binding from the last one up, so a conv joins the longest chain that ends on it. A single add reads as a bias when the
+other operand has one value per output channel ((1, K, 1, 1) or (K, 1, 1): torch's conv bias, a folded batch norm;
+(1, 1, 1, K) on an NHWC conv), as a residual when it has the conv's output shape (ResNet's shortcut), of the conv's
+dtype either way; after a bias, the next add is a residual (either operand order). As TVM's
+``has_leaking_intermediate_variables`` asks, every value inside a chain (the conv, the adds before its end) is a
+dataflow variable used once, by the next step: a value the rest of the function also reads is not fused away.
 """
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def _role(operand: relax.Expr, conv: relax.Call) -> str | None:
         return None
     if shape == out:
         return "residual"
-    return "bias" if (1,) * (4 - len(shape)) + shape == (1, out[1], 1, 1) else None
+    channel = str(conv.attrs.out_layout).index("C")   # NCHW: 1; NHWC (``ConvertLayout``): 3
+    per_channel = tuple(out[channel] if axis == channel else 1 for axis in range(4))
+    return "bias" if (1,) * (4 - len(shape)) + shape == per_channel else None
 
 
 def _match(value: relax.Call, var2val, bound, table) -> Chain | None:

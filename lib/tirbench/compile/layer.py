@@ -1,5 +1,9 @@
-"""The suite's layer behind a ``relax.nn.conv2d`` call: its sizes, geometry and dtype read from the call, as a
-``workloads.conv2d`` workload in the layout a kernel family wants.
+"""The suite's layer behind a ``relax.nn.conv2d`` call: its sizes, geometry, dtype and layout read from the call, as
+a ``workloads.conv2d`` workload in the layout a kernel family wants.
+
+A call stores its tensors in one of the suite's two layouts (``LAYOUTS``): NCHW data, OIHW weights (the model's
+own), or NHWC data, HWIO weights (what ``relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})``
+makes: the NHWC families' (N, H, W, C) and (R, S, C, K)), its output in its data's layout.
 
 Relax states padding as (top, left, bottom, right) (``topi.nn.get_pad_tuple``); the suite as (top, bottom, left,
 right) (``workloads.conv2d.ConvGeometry``): ``layer_of`` reorders it.
@@ -17,17 +21,21 @@ from tirbench.workloads.layers import ConvLayer
 
 #: The dtypes the suite's conv workloads take (``workloads.conv2d``).
 DTYPES = ("float32", "float16")
+#: The (data, weight, output) layouts a call may have, by the suite's layout name (module docstring).
+LAYOUTS = {"NCHW": ("NCHW", "OIHW", "NCHW"), "NHWC": ("NHWC", "HWIO", "NHWC")}
 
 
 @dataclass(frozen=True)
 class RelaxConv:
     """A Relax call's convolution: the layer (``workloads.layers.ConvLayer``: sizes and geometry) over a batch of
-    ``n``, inputs of ``dtype``, written as ``out_dtype`` by the call."""
+    ``n``, inputs of ``dtype``, written as ``out_dtype`` by the call, its tensors stored in ``layout`` (a key of
+    ``LAYOUTS``)."""
 
     layer: ConvLayer
     n: int
     dtype: str
     out_dtype: str
+    layout: str = "NCHW"
 
     def workload(self, layout: str, epilogue: ConvEpilogue = ConvEpilogue()) -> Workload:
         """The layer as the suite's workload stored in ``layout``, with ``epilogue`` (a one-line ValueError where it
@@ -51,13 +59,15 @@ def is_conv2d(expr: relax.Expr) -> bool:
 
 def layer_of(call: relax.Call) -> RelaxConv:
     """The layer a ``relax.nn.conv2d`` call computes; a one-line ValueError for one the suite's workloads cannot
-    state: another layout than NCHW data / OIHW weights / NCHW output, a dtype other than float32 or float16 (or
+    state: other layouts than one of ``LAYOUTS``, a dtype other than float32 or float16 (or
     data and weights of two dtypes), an output of another dtype than the inputs' (fp16 inputs written as float32
     excepted: ``dispatch`` casts the kernel's float16 output), or a shape that is not static."""
     attrs = call.attrs
     layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
-    if layouts != ("NCHW", "OIHW", "NCHW"):
-        raise ValueError(f"conv2d takes NCHW data, OIHW weights and an NCHW output here, not {'/'.join(layouts)}")
+    layout = next((name for name, stored in LAYOUTS.items() if stored == layouts), None)
+    if layout is None:
+        raise ValueError(f"conv2d takes NCHW data, OIHW weights and an NCHW output, or NHWC/HWIO/NHWC here, not "
+                         f"{'/'.join(layouts)}")
     data, weight = call.args
     dtype, wdtype, out_dtype = str(data.ty.dtype), str(weight.ty.dtype), str(call.ty.dtype)
     if dtype != wdtype or dtype not in DTYPES:
@@ -65,10 +75,12 @@ def layer_of(call: relax.Call) -> RelaxConv:
     if out_dtype != dtype and (dtype, out_dtype) != ("float16", "float32"):
         raise ValueError(f"conv2d of {dtype} inputs writes {dtype} here, not {out_dtype}")
     (n, c, h, w), (k, cg, r, s) = _static(data, "data"), _static(weight, "weight")
+    if layout == "NHWC":   # stored as (N, H, W, C) and (R, S, C, K)
+        (n, h, w, c), (r, s, cg, k) = (n, c, h, w), (k, cg, r, s)
     top, left, bottom, right = (int(p) for p in attrs.padding)
     groups = int(attrs.groups)
     if cg * groups != c:
         raise ValueError(f"conv2d weight has {cg} channels per group; data has {c} in {groups} groups")
     layer = ConvLayer("relax.nn.conv2d", c, h, w, k, r, s, tuple(int(v) for v in attrs.strides),
                       (top, bottom, left, right), 1, groups, tuple(int(v) for v in attrs.dilation))
-    return RelaxConv(layer, n, dtype, out_dtype)
+    return RelaxConv(layer, n, dtype, out_dtype, layout)
