@@ -26,7 +26,6 @@ import copy
 import datetime as dt
 import importlib.util
 import time
-import uuid
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -132,7 +131,7 @@ def main() -> None:
 
     from tirbench.bench.choose import Choices
     from tirbench.bench.harness import time_launches
-    from tirbench.bench.results import append_csv
+    from tirbench.bench.results import append_csv, new_run_id
     from tirbench.compile.dispatch import DispatchConvRules
     from tirbench.compile.pipeline import compile_passed, count_ops, passes
     from tirbench.core.machine import cuda_target, require_cuda_gpu
@@ -142,7 +141,7 @@ def main() -> None:
     target, dev = cuda_target(), tvm.cuda(0)
     choices = Choices(Path("results/08_resnet50/choices.csv"))
     now = dt.datetime.now(dt.timezone.utc)
-    run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    run_id = new_run_id(now)
     flush = a.flush == "l2"
     rows = []
     for name in a.models:

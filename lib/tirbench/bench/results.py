@@ -7,8 +7,10 @@ kept) when rows are next appended to it."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import re
+import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -78,6 +80,11 @@ def check_csv(path: Path, text: str, columns: list[str] = COLUMNS) -> list[str]:
             raise ResultsFileError(f"{path}: line {number} has {len(fields)} fields, expected {len(header)}: "
                                    f"repair or move it aside")
     return header
+
+
+def new_run_id(now: dt.datetime) -> str:
+    """A run's id: its UTC start to the second and six random hex digits (``20261127T191007Z-181291``)."""
+    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
 def validate_row(row: Mapping[str, object]) -> None:

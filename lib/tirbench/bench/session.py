@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import uuid
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -58,7 +57,7 @@ class Session:
         self.device = DeviceInfo.detect() if self.gpu else None
         now = dt.datetime.now(dt.timezone.utc)
         self.timestamp = now.isoformat(timespec="seconds")
-        self.run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+        self.run_id = results.new_run_id(now)
         self.measurements: list[Measurement] = []
         self.committed = 0   # how many of ``measurements`` are in the CSV (or staged) already
         print(self.banner())

@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NoReturn
 
 from tvm.s_tir import meta_schedule as ms
 
+from tirbench.bench.results import new_run_id
 from tirbench.core.machine import cpu_target, require_cuda_gpu
 from tirbench.core.paths import project_root
 from tirbench.tuning import throughput
@@ -161,7 +161,7 @@ def start_run(a: argparse.Namespace) -> tuple[list[Workload], Run]:
     now = dt.datetime.now(dt.timezone.utc)
     return workloads, Run(root=project_root(), space=get_space(a.space), setup=a.setup, target_kind=a.target,
                           db=a.db, address=address, servers=servers, deadline=deadline,
-                          run_id=f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}")
+                          run_id=new_run_id(now))
 
 
 def make_tools(run: Run, wl: Workload) -> None:

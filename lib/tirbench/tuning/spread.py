@@ -31,10 +31,10 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tirbench.bench.results import new_run_id
 from tirbench.core.paths import project_root
 from tirbench.tuning.builders import BUILD_WORKERS_ENV
 from tirbench.tuning.processes import Children, ClusterError, raise_interrupt
@@ -227,7 +227,7 @@ def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> i
     if new > 0 and results:
         now = dt.datetime.now(dt.timezone.utc)
         append_row(row_path(project_root(), tasks, gpu=a.target == "cuda"), {
-            "run_id": f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}", "timestamp": now.isoformat(timespec="seconds"),
+            "run_id": new_run_id(now), "timestamp": now.isoformat(timespec="seconds"),
             "gpu": results[0]["gpu"], "gpus": gpus, "hosts": hosts, "engine": "dask", "space": a.space,
             "tasks": len(tasks), "trials_per_task": a.trials, "new_trials": new, "wall_s": round(wall, 1),
             "trials_per_min": round(60 * new / wall, 2)})
