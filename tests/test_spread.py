@@ -1,13 +1,18 @@
 """Tuning spread over a Dask cluster (``tirbench.tuning.spread``) on a CPU: a network becomes one task per layer;
-two llvm workers tune two workloads into their databases and a row is appended; a second run resumes (nothing to
-tune, no row); the local scheduler and workers leave no process behind; bad input is one line."""
+two llvm workers tune three workloads into their databases, one worker killed mid-task (Dask re-runs its task on
+the other, which resumes from the database: nothing tuned is lost) and a row is appended; a second run resumes (nothing
+to tune, no row); the local scheduler and workers leave no process behind; bad input is one line."""
 import os
+import signal
+import threading
+import time
 
 import pandas as pd
+import psutil
 import pytest
 
 from tirbench.tuning import spread
-from tirbench.tuning.history import trials_done
+from tirbench.tuning.history import history_trials, trials_done
 from tirbench.workloads.resnet50 import RESNET50
 
 #: Tuning processes and a Dask cluster: one xdist worker for the file.
@@ -28,6 +33,10 @@ def test_a_network_is_one_task_per_layer_with_the_options_on_each(tmp_path):
     (["gemm", "--trials", "2", "32", "32", "32"], "put the options after the sizes"),
     (["gemm", "32", "32", "32", "--trials", "2", "--seconds", "60"], "--seconds: a spread run is resumable"),
     (["resnet5O", "--trials", "2"], "invalid choice"),
+    (["--scheduler", "foo://host:8786", "gemm", "32", "32", "32", "--trials", "2"], "unknown address scheme 'foo'"),
+    (["--scheduler", "tcp://host", "gemm", "32", "32", "32", "--trials", "2"], "missing port number"),
+    (["--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1", "gemm", "32", "32", "32", "--trials", "2"],
+     "Timed out trying to connect to tcp://127.0.0.1:9 after 1 s"),   # a scheduler that does not answer
 ])
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -36,18 +45,48 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert exit_.value.code == 2 and message in err and len(err.splitlines()) == 1
 
 
-def test_two_cpu_workers_tune_two_workloads_then_a_rerun_resumes(tmp_path, monkeypatch):
+def _kill_worker_mid_task(name: str, tasks: list[spread.Task], killed: dict) -> None:
+    """Wait for Dask worker ``name``'s tuning process to have measured a chunk of its task, then SIGKILL the
+    worker's whole process group (nanny, worker, tuning process); ``killed`` gets the task and its records then."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not killed:
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if "distributed.cli.dask_worker" not in cmd or cmd[cmd.index("--name") + 1] != name:
+                continue
+            group = proc.pid   # the worker was started in a session of its own
+            for child in proc.children(recursive=True):
+                try:
+                    args = tuple(child.cmdline())
+                except psutil.Error:
+                    continue
+                task = next((t for t in tasks if args[-len(t.argv):] == t.argv), None)
+                if task is not None and trials_done(task.work_dir) > 0:
+                    killed.update(task=task, run_s=[t.run_s for t in history_trials(task.work_dir)])
+                    os.killpg(group, signal.SIGKILL)
+                    return
+        time.sleep(0.2)
+
+
+def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(spread, "project_root", lambda: tmp_path)
-    argv = ["--gpus", "2", "gemm", "32", "32", "32", "48", "48", "48", "--trials", "2", "--target", "llvm",
-            "--db", str(tmp_path / "db")]
-    assert spread.main(argv) == 0
+    argv = ["--gpus", "2", "gemm", "32", "32", "32", "48", "48", "48", "40", "40", "40", "--trials", "4", "--chunk",
+            "2", "--target", "llvm", "--db", str(tmp_path / "db")]
     tasks, _ = spread.split_tasks(argv[2:])
-    assert [trials_done(t.work_dir) >= 2 for t in tasks] == [True, True]
+    killed: dict = {}
+    killer = threading.Thread(target=_kill_worker_mid_task, args=("gpu-1", tasks, killed), daemon=True)
+    killer.start()
+    assert spread.main(argv) == 0   # Dask re-ran the dead worker's task on the other one
+    killer.join()
+    assert killed, "worker gpu-1 never ran a task that measured a chunk"
+    assert [trials_done(t.work_dir) >= 4 for t in tasks] == [True, True, True]
+    after = [t.run_s for t in history_trials(killed["task"].work_dir)]
+    assert after[:len(killed["run_s"])] == killed["run_s"]   # what was tuned before the kill is all there
     rows = pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")
     assert list(rows.columns) == spread.ROW_COLUMNS and len(rows) == 1
     row = rows.iloc[0]
-    assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"]) == (2, 1, "dask", 2, "cpu")
-    assert row["new_trials"] >= 4 and row["trials_per_min"] > 0
+    assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"]) == (2, 1, "dask", 3, "cpu")
+    assert row["new_trials"] >= 12 and row["trials_per_min"] > 0
     assert spread.main(argv) == 0   # the databases hold the trials: nothing tuned, no second row
     assert len(pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")) == 1
 

@@ -243,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local cluster: this many GPUs (default: every GPU CUDA_VISIBLE_DEVICES or nvidia-smi shows; "
                         "with --target llvm, CPU workers)")
     p.add_argument("--scheduler", default=None, help="a running Dask scheduler (tcp://HOST:8786) whose workers to use")
+    p.add_argument("--connect-timeout", type=float, default=30.0,
+                   help="--scheduler: seconds to wait for it to answer (default 30)")
     p.add_argument("--build-workers", type=int, default=None,
                    help="build processes per GPU (default: the host's cores / GPUs)")
     p.add_argument("tuning", nargs=argparse.REMAINDER,
@@ -275,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, raise_interrupt)
         if a.scheduler:
-            with Client(a.scheduler, timeout=30) as client:
+            with Client(a.scheduler, timeout=a.connect_timeout) as client:
                 return spread(client, tasks, ta, log_dir)
         devices = local_devices(a.gpus, ta.target == "llvm")
         build = a.build_workers or max(1, (os.cpu_count() or 1) // len(devices))

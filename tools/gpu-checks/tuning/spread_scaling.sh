@@ -29,13 +29,41 @@ case "${1:-}" in
     GPUS=$GPUS TRIALS=$TRIALS setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
     echo "tuning resnet50 x $TRIALS trials on $GPUS GPUs, one run after the other, in $WORK; log $WORK/scaling.log"
     ;;
-  runs)  # (started by `start`) each GPU count in its copy, one after the other
+  runs)  # (started by `start`) each GPU count in its copy, one after the other; then the replay check and a kill
     for g in $GPUS; do
       (cd "$WORK/$g" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$PWD \
         python3 -m tirbench.tuning.spread --gpus "$g" resnet50 --trials "$TRIALS" >"$WORK/run_$g.log" 2>&1)
       echo "$g GPUs: exit $? at $(date -u +%H:%M:%S)"
     done
+    one=${GPUS##* } most=${GPUS%% *}   # "4 2 1": the 1-GPU databases are the reference, the 4-GPU ones replayed
+    (cd "$WORK/$one" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 python3 tools/gpu-checks/tuning/network_replay.py \
+      "$WORK/$one" "$WORK/$most" --csv "$WORK/replay.csv" >"$WORK/replay.log" 2>&1)
+    echo "replay of the $one- and $most-GPU databases: exit $? at $(date -u +%H:%M:%S)"
+    bash "$WORK/$one/tools/gpu-checks/tuning/spread_scaling.sh" kill >"$WORK/kill.log" 2>&1
+    echo "worker killed mid-task: exit $? at $(date -u +%H:%M:%S)"
     touch "$WORK/DONE"
+    ;;
+  kill)  # three s4 layers x 16 trials (chunks of 8) on 2 GPUs into fresh databases; worker gpu-1 killed (its whole process group)
+         # 20 s into its first tuning process; Dask re-runs that task on gpu-0, which resumes from the database
+    layers=(1 2048 7 7 512 1 1 1 0  1 512 7 7 2048 1 1 1 0  1 512 7 7 512 3 3 1 1)
+    rm -rf "$WORK/kill" && mkdir -p "$WORK/kill" && cp -r lib "$WORK/kill/"
+    cd "$WORK/kill" || exit 2
+    PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 TIRBENCH_ROOT=$PWD python3 -m tirbench.tuning.spread --gpus 2 conv2d \
+      "${layers[@]}" --space rules --trials 16 --chunk 8 --db "$WORK/kill/db" >"$WORK/kill/spread.log" 2>&1 &
+    spread_pid=$!
+    for _ in $(seq 300); do
+      group=$(pgrep -f -- "--name gpu-1" | head -1)
+      [ -n "$group" ] && pgrep -g "$group" -f "tirbench.tuning conv2d" >/dev/null && break
+      sleep 1
+    done
+    sleep 20
+    echo "trials per task before the kill: $(find db -name database_tuning_record.json -exec wc -l {} + | head -3)"
+    echo "killing worker gpu-1 (process group $group): $(ps -o pid=,args= -g "$group" | grep -c .) processes"
+    kill -9 -- "-$group"
+    wait "$spread_pid"; rc=$?
+    tr '\r' '\n' <spread.log | grep -E "^\[spread\]|rror" | tail -5
+    echo "spread exit status $rc; trials per task after: $(find db -name database_tuning_record.json -exec wc -l {} +)"
+    exit "$rc"
     ;;
   wait)
     end=$(($(date +%s) + ${2:-590}))
@@ -44,8 +72,9 @@ case "${1:-}" in
     for log in "$WORK"/run_*.log; do
       [ -e "$log" ] && { echo "== $log"; tr '\r' '\n' <"$log" | grep -E "^\[spread\]|rror|Killed" | tail -8; }
     done
+    for log in "$WORK/replay.log" "$WORK/kill.log"; do [ -e "$log" ] && { echo "== $log"; tail -30 "$log"; }; done
     [ -e "$WORK/DONE" ] && echo "every run ended" || echo "runs go on"
-    (cd "$WORK" && tar czf "${OUT:-/tmp}/scaling.tgz" --exclude=logs \
+    (cd "$WORK" && tar czf "${OUT:-/tmp}/scaling.tgz" --exclude=logs $(ls replay.csv replay.log kill.log 2>/dev/null) \
       $(for g in $GPUS; do [ -d "$g" ] && (cd "$g" && ls -d results/tuning/network_tuning.csv \
         results/tuning/conv2d/*_rulesspace 2>/dev/null | sed "s|^|$g/|"); done) \
       --transform 's|^|scale/|') && echo "scaling.tgz: unpack with: tar xzf scaling.tgz -C /work/main/build"
