@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from tirbench.tuning import spread
+from tirbench.tuning.builders import TASK_CORES_ENV, task_cores
 from tirbench.tuning.history import history_trials, trials_done
 from tirbench.workloads.resnet50 import RESNET50
 
@@ -91,8 +92,14 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     assert len(pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")) == 1
 
 
+@pytest.mark.parametrize("value, cores", [("3", 3), ("", None), ("0", None), ("many", None)])
+def test_a_task_uses_its_share_of_the_cores_where_spread_sets_one(value, cores, monkeypatch):
+    monkeypatch.setenv(TASK_CORES_ENV, value)
+    assert task_cores() == cores
+
+
 def test_the_local_cluster_leaves_no_process_behind(tmp_path):
-    with spread.LocalCluster(devices=["", ""], build_workers=1, log_dir=tmp_path) as cluster:
+    with spread.LocalCluster(devices=["", ""], task_cores=1, log_dir=tmp_path) as cluster:
         cluster.wait_for("scheduler file", cluster.scheduler_file.exists, timeout=spread.START_TIMEOUT_S)
         groups = [p.pid for p in cluster.procs.values()]
         assert len(groups) == 3

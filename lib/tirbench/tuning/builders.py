@@ -41,8 +41,8 @@ from tirbench.workloads.base import Workload
 #: Candidates a builder worker builds before it is replaced (``LocalBuilder`` replaces its pool every batch because
 #: of a memory leak in long-lived workers; a worker here lives this long).
 MAX_BUILDS_PER_WORKER = 256
-#: The environment variable that sets the builder's worker processes (``build_workers``).
-BUILD_WORKERS_ENV = "TIRBENCH_BUILD_WORKERS"
+#: The environment variable that sets the cores one tuning task may use (``task_cores``).
+TASK_CORES_ENV = "TIRBENCH_TASK_CORES"
 
 BuildFn = Callable[[tvm.IRModule, tvm.target.Target, object], tvm.runtime.Module]
 
@@ -113,11 +113,11 @@ def make_builder(wl: Workload, space: DesignSpace | str = "default", setup: str 
     if setup == "stock":
         f_build = functools.partial(build_candidate, spec.as_built, config) if config or spec.as_built else \
             _stock_build
-        return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build), max_workers=build_workers(),
+        return ms.builder.LocalBuilder(timeout_sec=120, f_build=timed("build", f_build), max_workers=task_cores(),
                                        f_export=functools.partial(export_hashed, timed("export", _stock_export)),
                                        initializer=initializer)
     return PersistentBuilder(functools.partial(build_candidate, spec.as_built, config), initializer=initializer,
-                             max_workers=build_workers())
+                             max_workers=task_cores())
 
 
 def worker_init(wl: Workload, arch: str | None = None) -> Callable[[], None] | None:
@@ -137,8 +137,9 @@ def _init_worker(tensor_intrinsics: bool, ptx_arch: str | None) -> None:
         use_ptx(ptx_arch)
 
 
-def build_workers() -> int | None:
-    """The builder's worker processes: ``TIRBENCH_BUILD_WORKERS`` where set (``tuning.spread`` gives each GPU's task
-    its share of the host's cores), else None (one per logical core)."""
-    value = os.environ.get(BUILD_WORKERS_ENV, "")
+def task_cores() -> int | None:
+    """The cores a tuning task may use, its builder's worker processes and its search's threads (the cost model's
+    too): ``TIRBENCH_TASK_CORES`` where set (``tuning.spread`` gives each GPU's task its share of the host's cores,
+    so that tasks side by side do not each start a thread per core), else None (all of them)."""
+    value = os.environ.get(TASK_CORES_ENV, "")
     return int(value) if value.isdigit() and int(value) > 0 else None

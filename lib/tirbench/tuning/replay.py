@@ -20,7 +20,6 @@ from pathlib import Path
 
 import tvm
 from tvm import s_tir
-from tvm.s_tir import meta_schedule as ms
 
 from tirbench.bench.harness import Measurement, verify_then_time
 from tirbench.core.gpu import ArchError

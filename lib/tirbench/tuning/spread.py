@@ -8,9 +8,9 @@ Why tasks and not measurements: a trial is 0.5-1.5 s of search and 0.5 s of buil
 so spreading the measurements over GPUs (TVM's RPC tracker, ``tuning.rpc.cluster``, still the way to measure on a GPU
 of another machine) cannot make tuning faster; every GPU needs its own search and its own builders. Here each
 workload is a task: the tuning CLI (``python -m tirbench.tuning``) for that workload alone, in a process of its own
-on a Dask worker that owns one GPU (``resources={"GPU": 1}``), its builds on that worker's share of the host's cores
-(``TIRBENCH_BUILD_WORKERS``). It tunes into the database ``tuning.replay`` reads; one whose database already holds
-the trials returns at once, so a run resumes where the last one stopped, and a task whose worker dies is re-run by
+on a Dask worker that owns one GPU (``resources={"GPU": 1}``), its builds and its search's threads on that worker's
+share of the host's cores (``TIRBENCH_TASK_CORES``). It tunes into the database ``tuning.replay`` reads; one whose
+database already holds the trials returns at once, so a run resumes where the last one stopped, and a task whose worker dies is re-run by
 Dask elsewhere and resumes from its database (no queue or retry of our own).
 
 One host (no ``--scheduler``): ``LocalCluster`` starts ``dask scheduler`` and one ``dask worker`` per GPU as
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tirbench.bench.results import new_run_id
 from tirbench.core.paths import project_root
-from tirbench.tuning.builders import BUILD_WORKERS_ENV
+from tirbench.tuning.builders import TASK_CORES_ENV
 from tirbench.tuning.processes import Children, ClusterError, raise_interrupt
 
 #: The networks ``spread`` tunes by name: the tuning CLI's arguments for every distinct layer.
@@ -121,12 +121,12 @@ def gpu_name(*, llvm: bool) -> str:
 
 class LocalCluster(Children):
     """A Dask scheduler on this host and one worker per entry of ``devices`` (``CUDA_VISIBLE_DEVICES`` set to it,
-    one task at a time, ``build_workers`` build processes); ``with LocalCluster(...) as c:`` starts them and stops
+    one task at a time, on ``task_cores`` cores: its build processes and search threads); ``with LocalCluster(...) as c:`` starts them and stops
     them (``processes.Children``, logs under ``log_dir``); ``c.scheduler_file`` is what a client connects with."""
 
-    def __init__(self, *, devices: list[str], build_workers: int, log_dir: Path):
+    def __init__(self, *, devices: list[str], task_cores: int, log_dir: Path):
         super().__init__(log_dir)
-        self.devices, self.build_workers = devices, build_workers
+        self.devices, self.task_cores = devices, task_cores
         self.scheduler_file = self.log_dir / "scheduler.json"
 
     def start(self) -> None:
@@ -139,7 +139,7 @@ class LocalCluster(Children):
             self.spawn(f"worker-{i}", [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
                                        str(self.scheduler_file), "--nworkers", "1", "--nthreads", "1",
                                        "--resources", "GPU=1", "--name", f"gpu-{device or i}", "--no-dashboard"],
-                       {**env, "CUDA_VISIBLE_DEVICES": device, BUILD_WORKERS_ENV: str(self.build_workers)})
+                       {**env, "CUDA_VISIBLE_DEVICES": device, TASK_CORES_ENV: str(self.task_cores)})
 
 
 def tune_tasks(client, tasks: list[Task], trials: int, log_dir: Path) -> tuple[list[dict], list[str]]:
@@ -245,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, help="a running Dask scheduler (tcp://HOST:8786) whose workers to use")
     p.add_argument("--connect-timeout", type=float, default=30.0,
                    help="--scheduler: seconds to wait for it to answer (default 30)")
-    p.add_argument("--build-workers", type=int, default=None,
-                   help="build processes per GPU (default: the host's cores / GPUs)")
+    p.add_argument("--cores-per-task", type=int, default=None,
+                   help="cores each GPU's task builds and searches on (default: the host's cores / GPUs)")
     p.add_argument("tuning", nargs=argparse.REMAINDER,
                    help="a network name or the tuning CLI's WORKLOAD SIZES... [options] (python -m tirbench.tuning -h)")
     return p
@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             with Client(a.scheduler, timeout=a.connect_timeout) as client:
                 return spread(client, tasks, ta, log_dir)
         devices = local_devices(a.gpus, ta.target == "llvm")
-        build = a.build_workers or max(1, (os.cpu_count() or 1) // len(devices))
-        with LocalCluster(devices=devices, build_workers=build, log_dir=log_dir / "cluster") as cluster:
+        cores = a.cores_per_task or max(1, (os.cpu_count() or 1) // len(devices))
+        with LocalCluster(devices=devices, task_cores=cores, log_dir=log_dir / "cluster") as cluster:
             with Client(scheduler_file=str(cluster.scheduler_file), timeout=START_TIMEOUT_S) as client:
                 client.wait_for_workers(len(devices), timeout=START_TIMEOUT_S)
                 return spread(client, tasks, ta, log_dir)

@@ -23,7 +23,7 @@ from tirbench.core.machine import require_cuda_gpu
 from tirbench.core.progress import BestBar
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning import phases, throughput
-from tirbench.tuning.builders import make_builder
+from tirbench.tuning.builders import make_builder, task_cores
 from tirbench.tuning.database import compact_database, open_database, repair_database
 from tirbench.tuning.history import sync_history, trials_done, tuning_history
 from tirbench.tuning.kernels import ReuseRunner
@@ -81,6 +81,7 @@ def _run_chunk(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.tar
         import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
     ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
                 num_trials_per_iter=min(n, 64), space=space.generator(wl), seed=0,
+                num_tuning_cores=task_cores() or "physical",
                 builder=phases.TimedBuilder(builder), runner=phases.TimedRunner(ReuseRunner(runner, work_dir)))
 
 
