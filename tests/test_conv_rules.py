@@ -79,9 +79,12 @@ def test_the_rules_first_fp32_candidate_compiles_for_sm90a(shape):
     assert any("registers" in line for line in nvcc_report(src))
 
 
-def test_every_resnet50_layer_gets_tensor_core_candidates_that_schedule(monkeypatch):
+def test_each_kind_of_resnet50_layer_gets_tensor_core_candidates_that_schedule(monkeypatch):
     """Each candidate the rules keep was scheduled by them (``ranked_tiles`` keeps those that raise nothing): the
-    schedules that succeed are recorded as the rules make them, not made a second time here (half the test's time)."""
+    schedules that succeed are recorded as the rules make them, not made a second time here (half the test's time).
+    One layer of each kind (filter, stride, narrowing or widening the channels, a map of 56 or of 14 and less): 10 of
+    the 22 after the stem. Every layer on every architecture: ``tests/test_arch_filter.py`` (sm_75, sm_80, sm_89) and
+    ``results/kernel/rules_every_layer.csv`` (built and verified on a GPU)."""
     scheduled, apply = [], KernelRecord.apply
 
     def recording_apply(record, wl, overrides=None, **kwargs):
@@ -90,7 +93,11 @@ def test_every_resnet50_layer_gets_tensor_core_candidates_that_schedule(monkeypa
         return sch
 
     monkeypatch.setattr(KernelRecord, "apply", recording_apply)
+    kinds = {}
     for layer, shape in resnet50_layers(32)[1:]:   # the stem: tests/test_conv_any_channels.py
+        kinds.setdefault((layer.r, layer.stride, layer.c > layer.k, layer.h <= 14), (layer, shape))
+    assert len(kinds) == 10
+    for layer, shape in kinds.values():
         wl = conv2d(*shape, layout="NHWC", dtype="float16")
         kept = [(wl.shape, record.name, dict(cand), {}) for record in rule_records(wl) for cand in record.candidates]
         assert len(kept) >= 4 and all(k in scheduled for k in kept), layer.name

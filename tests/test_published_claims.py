@@ -24,6 +24,9 @@ from tirbench.tuning.logs import log_chunk
 ROOT = Path(__file__).resolve().parents[1]
 BIG = "256x256x14x14x512x3x3x1x1"
 AFTER, BEFORE = "2026-11-26T00:00:00+00:00", "2026-11-21T00:00:00+00:00"
+#: One pytest-xdist worker for the file: the regenerated README and the labelled rows (module fixtures, 25-30 s each)
+#: are made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("published_claims")
 
 
 @pytest.fixture(scope="module")

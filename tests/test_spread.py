@@ -71,8 +71,8 @@ def _kill_worker_mid_task(name: str, tasks: list[spread.Task], killed: dict) -> 
 
 def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(spread, "project_root", lambda: tmp_path)
-    argv = ["--gpus", "2", "gemm", "32", "32", "32", "48", "48", "48", "40", "40", "40", "--trials", "4", "--chunk",
-            "2", "--target", "llvm", "--db", str(tmp_path / "db")]
+    argv = ["--gpus", "2", "gemm", "32", "32", "32", "48", "48", "48", "40", "40", "40", "--trials", "2", "--chunk",
+            "1", "--target", "llvm", "--db", str(tmp_path / "db")]
     tasks, _ = spread.split_tasks(argv[2:])
     killed: dict = {}
     killer = threading.Thread(target=_kill_worker_mid_task, args=("gpu-1", tasks, killed), daemon=True)
@@ -80,14 +80,14 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     assert spread.main(argv) == 0   # Dask re-ran the dead worker's task on the other one
     killer.join()
     assert killed, "worker gpu-1 never ran a task that measured a chunk"
-    assert [trials_done(t.work_dir) >= 4 for t in tasks] == [True, True, True]
+    assert [trials_done(t.work_dir) >= 2 for t in tasks] == [True, True, True]
     after = [t.run_s for t in history_trials(killed["task"].work_dir)]
     assert after[:len(killed["run_s"])] == killed["run_s"]   # what was tuned before the kill is all there
     rows = pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")
     assert list(rows.columns) == spread.ROW_COLUMNS and len(rows) == 1
     row = rows.iloc[0]
     assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"]) == (2, 1, "dask", 3, "cpu")
-    assert row["new_trials"] >= 12 and row["trials_per_min"] > 0
+    assert row["new_trials"] >= 6 and row["trials_per_min"] > 0
     assert spread.main(argv) == 0   # the databases hold the trials: nothing tuned, no second row
     assert len(pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")) == 1
 

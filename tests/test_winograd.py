@@ -152,8 +152,13 @@ def scheduled(shape: tuple[int, ...], m: int, layout: str) -> tuple[s_tir.Schedu
     return sch, device_source(sch, pass_config=WINOGRAD.pass_config)
 
 
+#: The layers built for sm_90a and given to nvcc: each batch's largest and smallest map, and the batch-256 layer (the
+#: sizes between take the same schedule; GPU runs of notebooks 04 and 08 verify them).
+BUILT = [(1, 64, 56, 56, 64), (1, 512, 7, 7, 512), (32, 64, 56, 56, 64), (32, 512, 7, 7, 512), LAYERS[-1]]
+
+
 @pytest.mark.parametrize("m", [2, 4])
-@pytest.mark.parametrize("shape", LAYERS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", BUILT, ids=lambda s: "x".join(map(str, s)))
 def test_layers_build_for_sm90a_and_nvcc_takes_them(shape, m):
     layout = "NHWC" if shape[0] == 32 else "NCHW"
     _, src = scheduled(shape, m, layout)
