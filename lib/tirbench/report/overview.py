@@ -27,6 +27,7 @@ from tirbench.bench.plots import VENDORS
 from tirbench.bench.results import gpu_label, is_ptx
 from tirbench.core.machine import Peak, peak_for, peak_key
 from tirbench.report.published import labelled_results, shown_variant
+from tirbench.tuning.database import MODEL_DATABASES
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning import spread, throughput
 from tirbench.tuning.history import tuning_history
@@ -237,9 +238,12 @@ def workload_of(work_dir: Path) -> tuple[Workload, str]:
 
 
 def tuning_databases(root: Path) -> tuple[list[TunedDatabase], list[str]]:
-    """Every database with records under ``results/tuning/``, and one line for each one whose name is not read."""
+    """Every database with records under ``results/tuning/`` (a whole model's, under ``MODEL_DATABASES``, is no one
+    workload's: left out), and one line for each one whose name is not read."""
     found, skipped = [], []
     for rec in sorted((root / "results" / "tuning").glob("*/*/database_tuning_record.json")):
+        if rec.parent.parent.name == MODEL_DATABASES:
+            continue
         try:
             found.append(TunedDatabase(rec.parent, *workload_of(rec.parent)))
         except (ValueError, TypeError) as err:

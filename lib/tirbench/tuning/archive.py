@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 
 from tirbench.core.atomic import write_atomic
-from tirbench.tuning.database import DATABASE_FILES, RECORD_FILE, record_lines, run_seconds
+from tirbench.tuning.database import DATABASE_FILES, MODEL_DATABASES, RECORD_FILE, record_lines, run_seconds
 from tirbench.tuning.history import HISTORY_FILE, Trial, history_trials, sync_history, trials_done, write_history
 
 #: Records kept per database in git.
@@ -31,8 +31,9 @@ ARCHIVED_FILES = (*DATABASE_FILES, HISTORY_FILE)
 
 
 def database_dirs(tuning_dir: Path) -> list[Path]:
-    """Every database under ``tuning_dir`` (``<workload>/<name>/``), sorted."""
-    return sorted(p.parent for p in tuning_dir.glob(f"*/*/{RECORD_FILE}"))
+    """Every database of one workload under ``tuning_dir`` (``<workload>/<name>/``; not the whole models' under
+    ``MODEL_DATABASES``, which keep every record), sorted."""
+    return sorted(p.parent for p in tuning_dir.glob(f"*/*/{RECORD_FILE}") if p.parent.parent.name != MODEL_DATABASES)
 
 
 def is_trimmed(work_dir: Path) -> bool:

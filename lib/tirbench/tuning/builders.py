@@ -125,9 +125,15 @@ def worker_init(wl: Workload, arch: str | None = None) -> Callable[[], None] | N
     cores, and CUDA compiled to PTX where the build's architecture (``arch``, default ``current_gpu().arch``, what
     ``cuda_target()`` builds for) is older than the GPU's (``machine.builds_ptx``: the workers have no GPU context to
     tell, and a cubin for an older architecture does not load); None where neither."""
+    return worker_init_for(uses_tensor_cores(wl), arch)
+
+
+def worker_init_for(tensor_intrinsics: bool, arch: str | None = None) -> Callable[[], None] | None:
+    """``worker_init`` for candidates that use tensor cores or not (``tensor_intrinsics``): a whole model's tasks
+    (``tuning.relax_model``) are no one workload."""
     arch = arch or current_gpu().arch
-    tensor, ptx_arch = uses_tensor_cores(wl), arch if builds_ptx(arch) else None
-    return functools.partial(_init_worker, tensor, ptx_arch) if tensor or ptx_arch else None
+    ptx_arch = arch if builds_ptx(arch) else None
+    return functools.partial(_init_worker, tensor_intrinsics, ptx_arch) if tensor_intrinsics or ptx_arch else None
 
 
 def _init_worker(tensor_intrinsics: bool, ptx_arch: str | None) -> None:

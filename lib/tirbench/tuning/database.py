@@ -27,6 +27,9 @@ from tirbench.workloads.base import Workload
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 #: The file of measured trials, one JSON line each.
 RECORD_FILE = "database_tuning_record.json"
+#: The folder under ``results/tuning`` of whole-model databases (``tuning.relax_model``): every task of a model in
+#: one database, so no one workload's (``tuning.archive`` and notebook 00's tuning curves leave them out).
+MODEL_DATABASES = "relax"
 
 
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:

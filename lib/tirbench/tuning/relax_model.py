@@ -1,0 +1,155 @@
+"""MetaSchedule on a whole Relax model: notebook 09's ``metaschedule`` variant, tuned and replayed.
+
+The tasks: the module TVM's default variant compiles (``pipeline.passes(rules=False)`` in the config's dtype and
+layout), prepared as ``relax.get_pipeline("static_shape_tuning")`` prepares it (``prepared``:
+``DecomposeOpsForInference``, ``CanonicalizeBindings``, then the "zero" pipeline: ``LegalizeOps``, ``FuseOps``,
+``FuseTIR``); each fused PrimFunc (a conv with its epilogue, a pooling, the classifier's matmul) is a task.
+``tune_model`` tunes them with ``ms.relax_integration.tune_relax``, through the suite's builder (one pool of worker
+processes, the tensor intrinsics registered once in each) and runner (one launch per repeat, the harness's L2 flush
+before each); ``trials`` counts every task's trials together, shared by MetaSchedule's gradient task scheduler
+(each task gets ``TRIALS_PER_ITER`` in turn first). One database per model and config (``work_dir_for``:
+``results/tuning/relax/<model>_<dtype>_b<batch>/``, every task's records in it: no one workload, so
+``tuning.archive`` neither trims nor packs it and notebook 00 draws no tuning curve of it). Resumable: a run with
+``trials`` trials recorded only opens it; one cut short goes on from its records (MetaSchedule records every trial,
+failed ones too; a record cut off by a kill is dropped first), its search starting from each task's best.
+
+``apply_database`` is the variant's ``finish``: the prepared module with each task that has records replaced by its
+best schedule (``MetaScheduleApplyDatabase``; marked scheduled, so DLight leaves it); ``tvm.compile`` then schedules
+the rest with DLight, as for ``tvm_default``.
+
+    python -m tirbench.tuning.relax_model MODEL [--config fp32|fp16] [--batch N] [--trials N]
+
+(a CUDA GPU, torch and torchvision; ``tune_command`` writes the line).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from pathlib import Path
+
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+
+from tirbench.compile.models import CONFIGS, ModelConfig, TvmVariant, build_model, export_relax
+from tirbench.compile.pipeline import passes
+from tirbench.core.machine import cuda_target, require_cuda_gpu
+from tirbench.core.paths import project_root
+from tirbench.schedules.intrinsics.registry import import_tensor_intrin
+from tirbench.tuning.builders import PersistentBuilder, build_candidate, task_cores, worker_init_for
+from tirbench.tuning.database import MODEL_DATABASES, compact_database, record_lines, repair_database
+from tirbench.tuning.runners import make_local_runner
+
+#: Trials each task gets at its turn (the gradient scheduler's round robin gives each task three turns first).
+TRIALS_PER_ITER = 32
+
+
+def work_dir_for(root: Path, model: str, config: ModelConfig) -> Path:
+    """``results/tuning/relax/<model>_<dtype>_b<batch>`` under the project root."""
+    return root / "results" / "tuning" / MODEL_DATABASES / f"{model}_{config.dtype}_b{config.batch}"
+
+
+def tune_command(model: str, config: ModelConfig, trials: int) -> str:
+    """The command line that tunes ``model`` in ``config`` up to ``trials`` trials (``main``)."""
+    batch = "" if config.batch == CONFIGS[config.name].batch else f" --batch {config.batch}"
+    return f"python -m tirbench.tuning.relax_model {model} --config {config.name}{batch} --trials {trials}"
+
+
+def trials_done(work_dir: Path) -> int:
+    """The trials recorded in the database (each whole record; none where there is no database)."""
+    return len(record_lines(work_dir))
+
+
+def prepared(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """``mod`` (after ``pipeline.passes``) as MetaSchedule's tasks are extracted from it and its database applied to
+    it (see the module docstring)."""
+    with target:
+        return tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                         relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")])(mod)
+
+
+def apply_database(work_dir: str, fp16: bool, mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """``prepared(mod)`` with the best schedule of each task the database in ``work_dir`` has records of (``fp16``:
+    a float16 model's, whose records may name tensor intrinsics)."""
+    if fp16:
+        import_tensor_intrin()
+    repair_database(Path(work_dir))
+    with target:
+        return relax.transform.MetaScheduleApplyDatabase(str(work_dir))(prepared(mod, target))
+
+
+def metaschedule_variant(root: Path, model: str, config: ModelConfig) -> TvmVariant | None:
+    """The ``metaschedule`` variant of ``model`` in ``config``, replaying its database; None where none is recorded."""
+    work_dir = work_dir_for(root, model, config)
+    if trials_done(work_dir) == 0:
+        return None
+    return TvmVariant("metaschedule", rules=False, provider="metaschedule",
+                      finish=functools.partial(apply_database, str(work_dir), config.fp16))
+
+
+def tune_model(mod: tvm.IRModule, target: tvm.target.Target, work_dir: Path, *, trials: int, fp16: bool,
+               builder: ms.builder.Builder | None = None, runner: ms.runner.Runner | None = None) -> int:
+    """Tune ``mod`` (after ``pipeline.passes``, rules off) for ``target`` until the database in ``work_dir`` has
+    ``trials`` trials (see the module docstring); returns the trials it has. ``fp16``: the tasks may use tensor
+    cores (their intrinsics registered here and in the builder's workers). Without a ``runner``, tuning for CUDA
+    needs a CUDA GPU here where trials are left to run."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    repair_database(work_dir)
+    left = trials - trials_done(work_dir)
+    if left <= 0:
+        return trials_done(work_dir)
+    if runner is None and target.kind.name == "cuda":
+        require_cuda_gpu()
+    if fp16:
+        import_tensor_intrin()
+    arch = str(target.attrs["arch"]) if target.kind.name == "cuda" else None
+    builder = builder or PersistentBuilder(functools.partial(build_candidate, None, {}), max_workers=task_cores(),
+                                           initializer=worker_init_for(fp16, arch))
+    ms.relax_integration.tune_relax(prepared(mod, target), {}, target, str(work_dir), max_trials_global=left,
+                                    num_trials_per_iter=min(TRIALS_PER_ITER, left), builder=builder,
+                                    runner=runner or make_local_runner("tuned"), seed=0)
+    compact_database(work_dir)
+    return trials_done(work_dir)
+
+
+def tune(model: str, config: ModelConfig, *, trials: int, root: Path, target: tvm.target.Target | None = None,
+         seed: int = 0) -> int:
+    """``model`` (``models.build_model``) in ``config`` exported, passed and tuned into its database
+    (``work_dir_for``) up to ``trials``; returns the trials it has."""
+    target = target or cuda_target()
+    work_dir = work_dir_for(root, model, config)
+    if trials_done(work_dir) >= trials:
+        return trials_done(work_dir)
+    mod = export_relax(*build_model(model, config.batch, seed))
+    with target:
+        passed = tvm.transform.Sequential(passes(mod, target, rules=False, fp16=config.fp16,
+                                                 nhwc=config.layout == "NHWC"))(mod)
+    return tune_model(passed, target, work_dir, trials=trials, fp16=config.fp16)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tirbench.tuning.relax_model",
+                                 description="MetaSchedule on a whole torchvision model through Relax (notebook 09)")
+    ap.add_argument("model", help="a torchvision model builder's name (resnet50, mobilenet_v2, ...)")
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="fp16")
+    ap.add_argument("--batch", type=int, default=None, help="the config's batch by default")
+    ap.add_argument("--trials", type=int, required=True, help="trials over all the model's tasks, in all")
+    a = ap.parse_args(argv)
+    config = CONFIGS[a.config]
+    if a.batch is not None:
+        config = ModelConfig(config.name, config.dtype, a.batch, config.layout)
+    root, start = project_root(), time.monotonic()
+    try:
+        done = tune(a.model, config, trials=a.trials, root=root)
+    except (ValueError, RuntimeError, ImportError) as err:
+        print(f"relax_model: {str(err).strip().splitlines()[-1]}", file=sys.stderr)
+        return 2
+    print(f"[tuning] {a.model} {config.label()}: {done} trials in {work_dir_for(root, a.model, config)} "
+          f"({time.monotonic() - start:.0f} s this run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
