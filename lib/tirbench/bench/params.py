@@ -18,8 +18,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: Parameters that change how a notebook measures (how often, the seed, the build target's tag, whether and how long
-#: it tunes or chooses its kernels again), not what it measures: a run that sets only these is still a full run.
-NEUTRAL = ("repeats", "seed", "target", "tune_now", "choose_now", "rules_budget_s")
+#: it tunes or chooses its kernels again: ``trials``, notebook 09's tuning budget), not what it measures: a run that
+#: sets only these is still a full run.
+NEUTRAL = ("repeats", "seed", "target", "tune_now", "choose_now", "rules_budget_s", "trials")
 #: Prefixes of such parameters (tuning budgets: ``trials_fp16``, ``trials_rules``, ...).
 NEUTRAL_PREFIXES = ("trials_",)
 

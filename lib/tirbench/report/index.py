@@ -33,7 +33,7 @@ MAIN_PLOTS = {"00_overview": "roofline_*.png", "01_vector_add": "vector_add_band
               "03_gemm_shapes": "gemm_padded.png", "03_gemm_tuning": "gemm_tuning_curves.png",
               "04_conv2d": "conv2d_big_layer.png", "05_conv2d_batch1": "conv2d_resnet50_batch1.png",
               "06_conv2d_tensorcore": "conv2d_fp16.png", "07_conv2d_int8": "conv2d_int8.png",
-              "08_resnet50": "resnet50_ratios.png"}
+              "08_resnet50": "resnet50_ratios.png", "09_relax_models": "relax_models_fp16.png"}
 #: The notebook whose entry is its whole-network table (``network_totals``), not per-shape lines.
 NETWORK = "08_resnet50"
 #: What a rate counted in the direct convolution's FLOPs says for a kernel that does fewer (Winograd).
