@@ -122,6 +122,8 @@ def tune(model: str, config: ModelConfig, *, trials: int, root: Path, target: tv
     work_dir = work_dir_for(root, model, config)
     if trials_done(work_dir) >= trials:
         return trials_done(work_dir)
+    if target.kind.name == "cuda":
+        require_cuda_gpu()   # before the model is built and exported
     mod = export_relax(*build_model(model, config.batch, seed))
     with target:
         passed = tvm.transform.Sequential(passes(mod, target, rules=False, fp16=config.fp16,
