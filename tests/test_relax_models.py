@@ -11,7 +11,7 @@ import pytest
 
 from tirbench.bench.harness import Timing
 from tirbench.bench.params import narrowing
-from tirbench.bench.results import COLUMNS, append_csv, append_rows, validate_row
+from tirbench.bench.results import COLUMNS, append_csv, append_rows, require_columns, validate_row
 from tirbench.compile import model_results as mr
 from tirbench.compile.dispatch import LayerNote
 from tirbench.compile.model_builds import Compiled, CompileJob, dispatch_lines, is_conv_kernel, split_ms
@@ -76,7 +76,7 @@ def test_checks_splits_and_the_tools_rows_hold_their_columns(tmp_path):
     checked = [result(split=split, convs_dispatched=53, convs=53, transposes=2),
                result("tvm_default", timing=None, error="")]
     rows = [{**RUN, **mr.check_row(r)} for r in checked]
-    assert append_csv(tmp_path / mr.CHECKS, rows, mr.CHECK_COLUMNS, mr.columns_check(mr.CHECK_COLUMNS)) == 2
+    assert append_csv(tmp_path / mr.CHECKS, rows, mr.CHECK_COLUMNS, require_columns(mr.CHECK_COLUMNS)) == 2
     splits = [row for r in checked if (row := mr.split_row(r))]
     assert splits == [{"model": "resnet50", "batch": 32, "dtype": "float16", "variant": "tvm_rules",
                        "provider": "tvm", **split, "model_ms": 1.5}]
@@ -84,7 +84,7 @@ def test_checks_splits_and_the_tools_rows_hold_their_columns(tmp_path):
                        | {"torch_version": "2.11", "flush": "l2"})
     assert set(tool) == set(mr.TOOL_COLUMNS) and math.isnan(tool["median_ms"]) and tool["verified"] is False
     with pytest.raises(ValueError, match="lacks columns: run_id"):
-        mr.columns_check(mr.CHECK_COLUMNS)(mr.check_row(checked[0]))
+        require_columns(mr.CHECK_COLUMNS)(mr.check_row(checked[0]))
 
 
 def tool_rows(run_id: str, timestamp: str, model: str, dtype: str, batch: int, variants: list) -> list[dict]:
@@ -107,7 +107,7 @@ def write_tool_csv(root):
             + tool_rows("r3", "2026-11-27T02:00:00+00:00", "resnet50", "float32", 1, [("tvm_rules", "NCHW", 1.2, True)]))
     path = root / mr.TOOL_CSV
     path.parent.mkdir(parents=True)
-    append_csv(path, rows, mr.TOOL_COLUMNS, mr.columns_check(mr.TOOL_COLUMNS))
+    append_csv(path, rows, mr.TOOL_COLUMNS, require_columns(mr.TOOL_COLUMNS))
 
 
 def test_without_the_notebooks_rows_the_tools_latest_run_per_model_and_dtype_is_shown(tmp_path):
@@ -137,9 +137,9 @@ def test_the_notebooks_own_rows_come_first_with_their_checks_and_splits(tmp_path
                                           "verified": True, "repeats": 50, "compute_capability": "9.0"}])
     done = result(config=FP32, split={"conv_ms": 0.8, "other_ms": 0.2, "kernels": 70})
     append_csv(folder / mr.CHECKS, [{**RUN, **mr.check_row(done)}], mr.CHECK_COLUMNS,
-               mr.columns_check(mr.CHECK_COLUMNS))
+               require_columns(mr.CHECK_COLUMNS))
     append_csv(folder / mr.SPLITS, [{**RUN, **mr.split_row(done)}], mr.SPLIT_COLUMNS,
-               mr.columns_check(mr.SPLIT_COLUMNS))
+               require_columns(mr.SPLIT_COLUMNS))
     rec = mr.recorded(tmp_path)
     assert list(rec.rows["median_ms"]) == [1.1] and len(rec.checks) == len(rec.splits) == 1
     assert rec.label().startswith(f"recorded run of results/{mr.NOTEBOOK}/results.csv: float32 run {RUN['run_id']}")

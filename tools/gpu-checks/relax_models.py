@@ -37,9 +37,9 @@ def main() -> None:
     import tvm
 
     from tirbench.bench.choose import Choices
-    from tirbench.bench.results import append_csv, new_run_id
+    from tirbench.bench.results import append_csv, new_run_id, require_columns
     from tirbench.compile.model_builds import dispatch_lines, jobs_for, measure_tvm, start_compiles
-    from tirbench.compile.model_results import TOOL_COLUMNS, TOOL_CSV, columns_check, tool_row
+    from tirbench.compile.model_results import TOOL_COLUMNS, TOOL_CSV, tool_row
     from tirbench.core.machine import cuda_target, require_cuda_gpu
 
     gpu = require_cuda_gpu().device_name
@@ -76,7 +76,8 @@ def main() -> None:
         print(f"{r['model']:>14} {r['variant']:>26} {r['layout']:>6} {r['median_ms']:9.3f} {r['max_rel_diff']:11.2e} "
               f"{r['verified']}")
     TOOL_CSV.parent.mkdir(parents=True, exist_ok=True)
-    print(f"{append_csv(TOOL_CSV, rows, TOOL_COLUMNS, columns_check(TOOL_COLUMNS))} rows appended to {TOOL_CSV}")
+    n = append_csv(TOOL_CSV, rows, TOOL_COLUMNS, require_columns(TOOL_COLUMNS, "relax_models row"))
+    print(f"{n} rows appended to {TOOL_CSV}")
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ def start_build_workers(target: tvm.target.Target) -> float:
     return time.perf_counter() - start
 
 
-def _one_line(err: object) -> str:
+def last_line(err: object) -> str:
+    """An error's last non-empty line (TVM's and CUDA's errors end with the message), else its type's name."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return lines[-1] if lines else type(err).__name__
 
@@ -132,12 +133,12 @@ def build_all(kernels: Sequence[s_tir.Schedule | tvm.IRModule], target: tvm.targ
             try:
                 built.append(tvm.runtime.load_module(res.value))
             except Exception as err:  # noqa: BLE001 - e.g. a CUDA module where TVM has no CUDA runtime
-                built.append(RuntimeError(_one_line(err)))
+                built.append(RuntimeError(last_line(err)))
             shutil.rmtree(os.path.dirname(res.value), ignore_errors=True)  # loaded: the file is no longer needed
         elif res.status == StatusKind.TIMEOUT:
             built.append(TimeoutError(f"build took over {BUILD_TIMEOUT_S} s"))
         else:
-            built.append(RuntimeError(_one_line(res.value)))
+            built.append(RuntimeError(last_line(res.value)))
     return built
 
 

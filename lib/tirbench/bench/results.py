@@ -87,6 +87,15 @@ def new_run_id(now: dt.datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
+def require_columns(columns: list[str], what: str = "row") -> Callable[[Mapping[str, object]], None]:
+    """A validator for ``append_csv``: ValueError naming the ``columns`` a row lacks (``what``: the row's kind)."""
+    def validate(row: Mapping[str, object]) -> None:
+        missing = [c for c in columns if c not in row]
+        if missing:
+            raise ValueError(f"{what} lacks columns: {', '.join(missing)}")
+    return validate
+
+
 def validate_row(row: Mapping[str, object]) -> None:
     """ValueError for a row that lacks a column (an ``ADDED_COLUMNS`` one it lacks is written empty), names an unknown
     provider or ``tuned_best``, has an ``arch`` that is not an architecture ("sm_80"), or is not verified."""

@@ -32,9 +32,9 @@ from tvm import relax
 from tvm.support.popen_pool import PopenPoolExecutor
 
 from tirbench.bench.choose import Choices
+from tirbench.bench.harness import last_line
 from tirbench.compile.dispatch import DispatchConvRules, LayerNote
-from tirbench.compile.models import ModelConfig, TvmVariant, VariantResult, build_model, check, export_relax, \
-    one_line, timed
+from tirbench.compile.models import ModelConfig, TvmVariant, VariantResult, build_model, check, export_relax, timed
 from tirbench.compile.pipeline import compile_passed, count_ops, passes
 from tirbench.core.machine import builds_ptx, use_ptx
 
@@ -105,7 +105,7 @@ def compile_job(job: CompileJob) -> Compiled:
         library = str(Path(job.out_dir) / f"{'_'.join(job.key)}.so")
         ex.export_library(library)
     except Exception as err:  # noqa: BLE001 - a TVM or torch failure on one variant: its line, the others go on
-        return Compiled(job, error=one_line(err), seconds=time.perf_counter() - start)
+        return Compiled(job, error=last_line(err), seconds=time.perf_counter() - start)
     notes = next((p.notes for p in ps if isinstance(p, DispatchConvRules)), [])
     kernels = frozenset(gv.name_hint for gv, f in passed.functions_items()
                         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "tirbench.kernel" in f.attrs)
@@ -139,7 +139,7 @@ class Compiles:
         except TimeoutError:
             return Compiled(job, error=f"the compile took over {COMPILE_TIMEOUT_S} s", seconds=COMPILE_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - the worker's crash: its line
-            return Compiled(job, error=f"the compile's process failed: {one_line(err)}")
+            return Compiled(job, error=f"the compile's process failed: {last_line(err)}")
 
     def close(self) -> None:
         """Stop the workers and remove the libraries (load them first)."""

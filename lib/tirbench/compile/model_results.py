@@ -20,7 +20,7 @@ import pandas as pd
 import tvm
 
 from tirbench.bench.harness import Measurement
-from tirbench.bench.results import COLUMNS, RUN_FIELDS, latest_run_where, read_results
+from tirbench.bench.results import COLUMNS, RUN_FIELDS, read_results
 from tirbench.compile.models import CONFIGS, TORCH_LAYOUTS, ModelConfig, VariantResult, tolerance
 from tirbench.workloads.base import Workload
 
@@ -98,15 +98,6 @@ def tool_row(result: VariantResult, run: Mapping[str, object]) -> dict[str, obje
             "layout": result.layout, "variant": result.variant, "median_ms": round(ms, 4),
             "max_rel_diff": result.max_rel_diff, "verified": result.verified,
             "convs_dispatched": result.convs_dispatched, "convs": result.convs, "transposes": result.transposes}
-
-
-def columns_check(columns: list[str]):
-    """A row validator: ValueError naming the columns a row lacks."""
-    def validate(row: Mapping[str, object]) -> None:
-        missing = [c for c in columns if c not in row]
-        if missing:
-            raise ValueError(f"row lacks columns: {', '.join(missing)}")
-    return validate
 
 
 # -- what was recorded ---------------------------------------------------------------------------------------------

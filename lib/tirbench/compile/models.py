@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import tvm
 
-from tirbench.bench.harness import Timing, time_launches
+from tirbench.bench.harness import Timing, last_line, time_launches
 
 #: The models the notebook runs (any torchvision classification model's builder name works with ``build_model``).
 MODELS = ("resnet50", "mobilenet_v2")
@@ -119,19 +119,13 @@ class VariantResult:
     split: dict[str, float] | None = None
 
 
-def one_line(err: BaseException | str) -> str:
-    """The last non-empty line of an error (TVM's errors end with the message)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[-1] if lines else type(err).__name__
-
-
 def check(model: str, config: ModelConfig, variant: str, provider: str, layout: str,
           run: Callable[[], np.ndarray], ref: np.ndarray, **extra: object) -> VariantResult:
     """``run()``'s output checked against ``ref`` within ``config.tolerance``; a failing run is its ``error``."""
     try:
         diff = rel_diff(run(), ref)
     except Exception as err:  # noqa: BLE001 - torch.compile or a kernel failing here: say it, go on
-        return VariantResult(model, config, variant, provider, layout, error=one_line(err), **extra)
+        return VariantResult(model, config, variant, provider, layout, error=last_line(err), **extra)
     return VariantResult(model, config, variant, provider, layout, diff, diff <= config.tolerance, **extra)
 
 

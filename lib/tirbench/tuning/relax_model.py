@@ -33,6 +33,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
+from tirbench.bench.harness import last_line
 from tirbench.compile.models import CONFIGS, ModelConfig, TvmVariant, build_model, export_relax
 from tirbench.compile.pipeline import passes
 from tirbench.core.machine import cuda_target, require_cuda_gpu
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         done = tune(a.model, config, trials=a.trials, root=root)
     except (ValueError, RuntimeError, ImportError) as err:
-        print(f"relax_model: {str(err).strip().splitlines()[-1]}", file=sys.stderr)
+        print(f"relax_model: {last_line(err)}", file=sys.stderr)
         return 2
     print(f"[tuning] {a.model} {config.label()}: {done} trials in {work_dir_for(root, a.model, config)} "
           f"({time.monotonic() - start:.0f} s this run)")

@@ -186,14 +186,9 @@ def tune_tasks(client, tasks: list[Task], trials: int, log_dir: Path) -> tuple[l
 def append_row(path: Path, row: dict[str, object]) -> None:
     """Append ``row`` to ``network_tuning.csv`` at ``path`` (``bench.results.append_csv``: atomically, refusing a
     file that is not whole)."""
-    from tirbench.bench.results import append_csv
+    from tirbench.bench.results import append_csv, require_columns
 
-    def validate(r: dict[str, object]) -> None:
-        missing = [c for c in ROW_COLUMNS if c not in r]
-        if missing:
-            raise ValueError(f"network tuning row lacks columns: {', '.join(missing)}")
-
-    append_csv(path, [row], ROW_COLUMNS, validate)
+    append_csv(path, [row], ROW_COLUMNS, require_columns(ROW_COLUMNS, "network tuning row"))
 
 
 def path_for(root: Path) -> Path:
