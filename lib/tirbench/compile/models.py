@@ -247,11 +247,13 @@ class TorchRun:
 
 
 def prepare_torch(name: str, config: ModelConfig, *, seed: int = 0) -> TorchRun:
-    """``build_model`` on the GPU (cuDNN and matmuls without TF32), its reference output and its variants checked
-    (``torch.compile`` compiles here, at its first call)."""
+    """``build_model`` on the GPU (cuDNN and matmuls without TF32; cuDNN's autotuner on, as for any fixed-shape
+    inference: each conv's algorithm is timed at its first call, not picked by heuristics), its reference output and its
+    variants checked (``torch.compile`` compiles here, at its first call)."""
     import torch
 
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
     model, x = build_model(name, config.batch, seed)
     with torch.no_grad():
         model, x_gpu = model.cuda(), x.cuda()
