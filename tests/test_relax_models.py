@@ -192,3 +192,26 @@ def test_the_tuning_budget_does_not_narrow_a_run():
     defaults = {"quick": "False", "configs": '["fp32", "fp16"]', "trials": "2000", "tune_now": "False"}
     assert narrowing(defaults, {"trials": 100, "tune_now": True}) == {}
     assert narrowing(defaults, {"configs": ["fp16"]}) == {"configs": (["fp16"], ["fp32", "fp16"])}
+
+
+def test_the_readme_table_shows_each_variant_the_speedups_and_why_a_variant_has_no_time(tmp_path):
+    from tirbench.report.readme import relax_models_table
+
+    assert relax_models_table(tmp_path) == "not run on a GPU yet"
+    folder = tmp_path / "results" / mr.NOTEBOOK
+    run = {**RUN, "notebook": mr.NOTEBOOK, "workload": "resnet50", "shape": "32", "dtype": "float16", "provider": "tvm",
+           "trials": 0, "p20_ms": 1.0, "p80_ms": 1.2, "gflops": 1.0, "gbps": 1.0, "verified": True, "repeats": 50,
+           "compute_capability": "9.0", "arch": "sm_90a"}
+    append_rows(folder / "results.csv", [{**run, "variant": v, "median_ms": ms} for v, ms in
+                                         (("tvm_rules", 2.0), ("torch_eager", 8.0), ("torch_eager_channels_last", 5.0),
+                                          ("torch_compile", 3.0))])
+    failed = [VariantResult("resnet50", FP16, "tvm_default", "tvm", "NHWC", 0.113),
+              VariantResult("resnet50", FP16, "metaschedule", "metaschedule", "NHWC", error="compile: out of memory")]
+    append_csv(folder / mr.CHECKS, [{**RUN, **mr.check_row(r)} for r in (result(), *failed)], mr.CHECK_COLUMNS,
+               require_columns(mr.CHECK_COLUMNS))
+    table = relax_models_table(tmp_path)
+    assert "| resnet50 | float16 | 32 | 2.000 | 8.000 | 5.000 | 3.000 | 2.50x | 1.50x |" in table
+    assert "resnet50 float16 tvm_default: no time, its check failed (max |difference| / max |reference| 0.113 > " \
+           f"{FP16_RTOL:.3g})" in table
+    assert "resnet50 float16 metaschedule: no time, compile: out of memory" in table
+    assert f"run {RUN['run_id']}: NVIDIA H200, driver 580, 2026-12-01" in table

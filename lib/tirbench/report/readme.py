@@ -32,6 +32,7 @@ from tirbench.bench.network import (config_tables, metaschedule_per_layer, metas
                                     network_totals)
 from tirbench.bench.results import is_ptx, latest_run_where, native_runs, read_results
 from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudnn
+from tirbench.compile import model_results
 from tirbench.core.errors import OneLineError
 from tirbench.core.gpu import EXAMPLE_GPUS, REFERENCE_GPU
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows, headline_sentence
@@ -267,6 +268,40 @@ def network_table(root: Path, recorded: Recorded = None) -> str:
     return "\n\n".join(paragraphs + [caption("08_resnet50", df[df["run_id"] == r]) for r in dict.fromkeys(runs)])
 
 
+#: Notebook 09's columns in the README: its variants' times, then the rules' speed-ups.
+MODEL_VARIANTS = {"tvm_rules": "TVM rules", "metaschedule": "TVM MetaSchedule", "tvm_default": "TVM default (DLight)",
+                  "torch_eager": "eager", "torch_eager_channels_last": "eager channels-last",
+                  "torch_compile": "torch.compile"}
+
+
+def relax_models_table(root: Path) -> str:
+    """Notebook 09's whole models (each model's and dtype's latest run, ``model_results.recorded``): per model and
+    run, each variant's ms (a variant that failed its check or was not built: empty, and the checks say why), then
+    the fastest eager variant's and ``torch.compile``'s time over the rules'."""
+    shown = model_results.recorded(root)
+    if shown.rows.empty:
+        return "not run on a GPU yet"
+    table = model_results.times_table(shown.rows)
+    variants = [v for v in MODEL_VARIANTS if v in table.columns]
+    lines = ["| model | dtype | batch | " + " | ".join(f"{MODEL_VARIANTS[v]} ms" for v in variants)
+             + " | eager / rules | torch.compile / rules |", "|---|---|---:|" + "---:|" * (len(variants) + 2)]
+    for r in table.to_dict("records"):
+        eager = min(r.get(v, np.nan) for v in ("torch_eager", "torch_eager_channels_last"))
+        ratios = [f"{t / r['tvm_rules']:.2f}x" if pd.notna(t) and pd.notna(r.get("tvm_rules")) else ""
+                  for t in (eager, r.get("torch_compile", np.nan))]
+        times = [f"{r[v]:.3f}" if pd.notna(r[v]) else "" for v in variants]
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | " + " | ".join(times + ratios) + " |")
+    runs = [shown.rows[shown.rows["run_id"] == run] for run in dict.fromkeys(shown.rows["run_id"])]
+    failed = shown.checks[~shown.checks["verified"].astype(str).isin(["True", "true"])]
+    note = "".join(f"\n\n{r.model} {r.dtype} {r.variant}: no time, " + (
+        f"{r.error}" if isinstance(r.error, str) and r.error else
+        f"its check failed (max |difference| / max |reference| {float(r.max_rel_diff):.3g} > {float(r.tolerance):.3g})")
+        for r in failed.itertuples())
+    from_notebook = shown.source == f"results/{model_results.NOTEBOOK}/results.csv"
+    source = " ".join(caption(model_results.NOTEBOOK, run) for run in runs) if from_notebook else shown.label()
+    return "\n".join(lines) + note + f"\n\n{source}"
+
+
 def _metaschedule_line(ms: pd.DataFrame, layers: int, run: pd.DataFrame) -> str:
     """The MetaSchedule ``rules`` space's network time on the fp32 layers of ``ms`` (``metaschedule_per_layer``, of
     the rows of ``run``) against the rules' on the same layers, and how many of its best records are seeds."""
@@ -325,7 +360,8 @@ def which_gpus_table(root: Path) -> str:
 
 
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
-            "tuning-throughput": throughput_table, "which-gpus": which_gpus_table}
+            "tuning-throughput": throughput_table, "which-gpus": which_gpus_table,
+            "relax-models": relax_models_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
