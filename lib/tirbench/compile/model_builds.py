@@ -10,8 +10,8 @@ model's compile takes minutes, most of it single-threaded. ``measure_tvm`` loads
 
 ``kernel_split`` says where a compiled model's time goes: the Relax VM calls an instrument around each call it makes
 (``VirtualMachine.set_instrument``; TVM 0.27 has no VM profiler: ``vm.profile`` and ``tvm.runtime.profiling`` are
-gone), which records CUDA events around each kernel; conv kernels (the rules' and every PrimFunc named ``conv2d``)
-against the rest.
+gone), which records CUDA events around each kernel, the call queued behind a sleeping kernel so that the kernels run back to
+back; conv kernels (the rules' and every PrimFunc named ``conv2d``) against the rest.
 """
 from __future__ import annotations
 
@@ -180,12 +180,20 @@ def split_ms(calls: list[tuple[str, float]], conv_kernels: frozenset[str]) -> di
     return {"conv_ms": conv, "other_ms": sum(ms for _, ms in calls) - conv, "kernels": len(calls)}
 
 
+#: GPU clock cycles ``kernel_split`` holds the stream with before each call (``torch.cuda._sleep``: 25 ms at 2 GHz),
+#: so that the host has queued every kernel and event before the first runs; doubled while that is not enough.
+SLEEP_CYCLES = 50_000_000
+
+
 def kernel_split(vm: relax.VirtualMachine, x: tvm.runtime.Tensor, conv_kernels: frozenset[str], *,
                  runs: int = 5) -> dict[str, float]:
     """Where one call of the model goes, on a CUDA GPU: each kernel the VM calls (not its ``vm.builtin`` calls)
     between CUDA events (``set_instrument``), ``split_ms`` of each call of the model, the median of ``runs`` calls
-    after a first one. No flush in between: each kernel finds in L2 what the one before it left there, as in a
-    model's call."""
+    after a first one. Each call is queued behind a sleeping kernel (``SLEEP_CYCLES``), so the kernels run back to
+    back and each pair of events holds its kernel's GPU time, not the host's launch gaps (a model of small kernels,
+    launch-bound, would otherwise count every gap to a kernel); where the GPU got to the first kernel before the
+    host had queued the call, the sleep is doubled and the call measured again. No flush in between: each kernel
+    finds in L2 what the one before it left there, as in a model's call."""
     import torch
 
     events: list[list] = []
@@ -198,12 +206,17 @@ def kernel_split(vm: relax.VirtualMachine, x: tvm.runtime.Tensor, conv_kernels: 
         return 0
 
     vm.set_instrument(instrument)
-    splits = []
+    splits, sleep = [], SLEEP_CYCLES
     try:
-        for _ in range(runs + 1):
+        while len(splits) < runs + 1:
             events.clear()
+            torch.cuda._sleep(sleep)
             vm["main"](x)
+            queued_in_time = not events or not events[0][1].query()
             torch.cuda.synchronize()
+            if not queued_in_time:
+                sleep *= 2
+                continue
             splits.append(split_ms([(name, start.elapsed_time(end)) for name, start, end in events], conv_kernels))
     finally:
         vm.set_instrument(None)
