@@ -1,12 +1,17 @@
 """Executed notebooks are compacted before they are kept (``tirbench.report.compact``): progress bars keep only the
-line a terminal would end on, TVMScript keeps its colours through classes, and either takes far fewer bytes."""
+line a terminal would end on, TVMScript keeps its colours through classes, a pandas table its tags and text, and each
+takes far fewer bytes; papermill's record of a cell keeps its duration; compacting twice changes nothing."""
+import base64
+import io
 import re
 import sys
 
 import nbformat
+import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
-from tirbench.report.compact import SCRIPT_CLASS, compact_notebook, script_classes
+from tirbench.report.compact import SCRIPT_CLASS, compact_notebook, script_classes, table_spaces
 
 
 def stream(name: str, text: str):
@@ -67,3 +72,37 @@ def test_an_output_with_html_keeps_no_plain_text_copy_and_plain_text_alone_stays
     compact_notebook(path)
     got = [dict(o.data) for o in nbformat.read(path, as_version=4).cells[0].outputs]
     assert got == [{"text/html": "<table></table>"}, {"text/plain": "a b"}]
+
+
+def test_a_pandas_table_loses_the_spaces_between_its_tags_and_shows_the_same():
+    html = pd.DataFrame({"variant": ["v0 tiled", "v1"], "GB/s": [1227.0, 2035.5]})._repr_html_()
+    out = table_spaces(html)
+    assert "\n" not in out and len(out) < 0.8 * len(html)
+    assert re.findall(r"<[^>]+>", out) == re.findall(r"<[^>]+>", html)   # the same tags, in order
+    assert re.sub(r"<[^>]+>", " ", out).split() == re.sub(r"<[^>]+>", " ", html).split()   # the same text
+    assert "<td>v0 tiled</td>" in out and table_spaces(out) == out
+    other = "<div>\n<b>a</b> <i>b</i>\n</div>"
+    assert table_spaces(other) == other
+
+
+def test_papermill_keeps_each_cells_duration_and_compacting_twice_changes_nothing(tmp_path):
+    fig = Figure(figsize=(3, 2))
+    fig.subplots().plot([0, 1, 2], [1, 0, 2])
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    cell = nbformat.v4.new_code_cell("df", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(png.getvalue()).decode()}),
+        nbformat.v4.new_output("execute_result", data={"text/html": pd.DataFrame({"a": [1]})._repr_html_()})])
+    cell.metadata = {"papermill": {"duration": 0.25, "end_time": "2026-11-27T22:36:32+00:00", "exception": False,
+                                   "start_time": "2026-11-27T22:36:31+00:00", "status": "completed"}, "tags": []}
+    failed = nbformat.v4.new_code_cell("1 / 0")
+    failed.metadata = {"papermill": {"duration": 0.1, "exception": True, "status": "failed"}, "tags": ["x"]}
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell, failed]), path)
+    compact_notebook(path)
+    once = path.read_bytes()
+    cells = nbformat.read(path, as_version=4).cells
+    assert cells[0].metadata == {"papermill": {"duration": 0.25}}
+    assert cells[1].metadata == {"papermill": {"duration": 0.1, "exception": True, "status": "failed"}, "tags": ["x"]}
+    compact_notebook(path)
+    assert path.read_bytes() == once

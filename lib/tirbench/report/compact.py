@@ -6,7 +6,13 @@
 - an output that has HTML (a table, TVMScript) keeps no plain-text copy of it: Jupyter and the HTML report show the
   HTML;
 - TVMScript shown by ``mod.show()`` (Pygments HTML with an inline ``style`` on every token) gets short classes and
-  one ``<style>`` per output.
+  one ``<style>`` per output;
+- a pandas table (``DataFrame._repr_html_``: a tag a line, indented) loses the spaces between its tags, which a
+  browser does not show, and its scoped style's indentation: one line instead of one a tag, in the notebook's JSON too;
+- papermill's record of each cell keeps its ``duration``; the start and end times go, and so do ``exception: false``
+  and ``status: completed`` (a kept copy ran to its end) and an empty ``tags`` list.
+
+Compacting a compacted notebook changes nothing (``palette_png`` keeps a palette PNG as it is).
 """
 from __future__ import annotations
 
@@ -23,6 +29,10 @@ from tirbench.core.images import palette_png
 SCRIPT_CLASS = "tvmscript"
 _STYLE = re.compile(r'<span style="([^"]*)">')
 _HIGHLIGHT = re.compile(r'^<div class="highlight" style="([^"]*)">')
+#: How pandas' HTML of a table (``DataFrame._repr_html_``) begins, and its table.
+_PANDAS, _TABLE = "<div>\n<style scoped>", '<table border="1" class="dataframe"'
+#: papermill's per-cell record: the values that say nothing about a cell of a notebook that ran to its end.
+_PAPERMILL_DROPPED = {"start_time": None, "end_time": None, "exception": False, "status": "completed"}
 
 
 def script_classes(html: str) -> str:
@@ -38,16 +48,36 @@ def script_classes(html: str) -> str:
     return f"<style>{rules}</style>{body}"
 
 
+def table_spaces(html: str) -> str:
+    """A pandas table's HTML without the spaces between its tags, its ``<style>`` on one line; any other HTML comes
+    back unchanged."""
+    if not html.startswith(_PANDAS) or _TABLE not in html:
+        return html
+    html = re.sub(r"(<style[^>]*>)(.*?)(</style>)", lambda m: m[1] + " ".join(m[2].split()) + m[3], html, flags=re.S)
+    return re.sub(r">\s+<", "><", html)
+
+
+def papermill_record(metadata: dict) -> None:
+    """Drop from a cell's ``metadata`` what papermill records that says nothing (see the module's docstring)."""
+    record = metadata.get("papermill", {})
+    for key, dull in _PAPERMILL_DROPPED.items():
+        if key in record and (dull is None or record[key] == dull):
+            del record[key]
+    if metadata.get("tags") == []:
+        del metadata["tags"]
+
+
 def compact_notebook(path: Path) -> None:
     """Rewrite the executed notebook at ``path`` with its outputs compacted (see the module's docstring)."""
     nb = nbformat.read(path, as_version=4)
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     for cell in nb.cells:
+        papermill_record(cell.metadata)
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if "image/png" in data:
                 data["image/png"] = base64.b64encode(palette_png(base64.b64decode(data["image/png"]))).decode()
             if "text/html" in data:
-                data["text/html"] = script_classes(data["text/html"])
+                data["text/html"] = table_spaces(script_classes(data["text/html"]))
                 data.pop("text/plain", None)
     nbformat.write(nb, path)
