@@ -26,7 +26,9 @@ the GPU's (``TIRBENCH_ARCH=sm_80``, ``-p target nvidia/nvidia-a100``: its kernel
 without a GPU writes to ``build/cpu-run/``, where every run's copies go.
 
 Executed copies are compacted first (``report.compact``: palette PNGs, merged progress lines, TVMScript styled by
-class); reports link one shared stylesheet (``reports/report.css``).
+class, pandas tables on one line); reports link one shared stylesheet (``reports/report.css``), both made small
+(``report.slim``: the rules that can apply to a report, spans that style nothing unwrapped). After a change to either,
+``python -m tirbench.report.rerender`` compacts the published copies again and renders their reports as a run would.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ from tirbench.core.machine import builds_ptx, has_cuda_gpu
 from tirbench.core.paths import output_dir, project_root
 from tirbench.report.compact import compact_notebook
 from tirbench.report.index import write_index
+from tirbench.report.slim import slim_body, slim_stylesheet
 
 #: A notebook should finish within this many seconds on an H100, replaying the recorded tuning databases.
 BUDGET_S = 540
@@ -141,16 +144,16 @@ def environ(name: str, value: str) -> Iterator[None]:
 
 
 def render_report(executed: Path, reports: Path) -> str:
-    """The HTML report of ``executed``, its head's stylesheets written once to ``reports/STYLESHEET`` and linked."""
+    """The HTML report of ``executed``, its head's stylesheets written once to ``reports/STYLESHEET`` and linked,
+    both made small (``report.slim``)."""
     body, _ = HTMLExporter().from_filename(str(executed))
     head, rest = body.split("</head>", 1)
-    styles = re.findall(r"<style[^>]*>(.*?)</style>", head, re.S)
-    css = "\n".join(styles).encode()
+    css = slim_stylesheet("\n".join(re.findall(r"<style[^>]*>(.*?)</style>", head, re.S)))
     sheet = reports / STYLESHEET
-    if not sheet.exists() or sheet.read_bytes() != css:
-        write_atomic(sheet, css)
+    if not sheet.exists() or sheet.read_bytes() != css.encode():
+        write_atomic(sheet, css.encode())
     head = re.sub(r"\s*<style[^>]*>.*?</style>", "", head, flags=re.S)
-    return f'{head}<link href="{STYLESHEET}" rel="stylesheet"/>\n</head>{rest}'
+    return slim_body(f'{head}<link href="{STYLESHEET}" rel="stylesheet"/>\n</head>{rest}', css)
 
 
 def move_staged(staged: Path, out: Path, root: Path, figures: bool = True) -> list[str]:
