@@ -46,9 +46,9 @@ def test_trimming_keeps_the_history_the_trial_count_and_the_best_schedule(untrim
 
 def test_tuning_resumes_on_a_trimmed_database(untrimmed, monkeypatch):
     """A chunk's records appended after the kept ones count as new trials, numbered on from the history."""
-    spare = record_lines(untrimmed)[:5]
-    trim_database(untrimmed, keep=4)
-    done, before = trials_done(untrimmed), tuning_history(untrimmed, WL.flops)
+    spare = (record_lines(untrimmed) * 5)[:5]
+    trim_database(untrimmed, keep=KEEP)
+    done, before, kept = trials_done(untrimmed), tuning_history(untrimmed, WL.flops), len(record_lines(untrimmed))
 
     def fake_tune_tir(*, work_dir, max_trials_global, **_):
         with (Path(work_dir) / "database_tuning_record.json").open("a") as f:
@@ -59,10 +59,9 @@ def test_tuning_resumes_on_a_trimmed_database(untrimmed, monkeypatch):
     monkeypatch.setattr(tune_module.ms, "tune_tir", fake_tune_tir)
     tune(WL, untrimmed, trials=done + 5, chunk=3, builder=object(), runner=object())
     trials = history_trials(untrimmed)
-    assert trials_done(untrimmed) == done + 5 and len(record_lines(untrimmed)) == 4 + 5
-    assert [(t.trial, t.chunk, t.record) for t in trials[done:]] == [(done + 1, 1, 5), (done + 2, 1, 6),
-                                                                     (done + 3, 1, 7), (done + 4, 2, 8),
-                                                                     (done + 5, 2, 9)]
+    assert trials_done(untrimmed) == done + 5 and len(record_lines(untrimmed)) == kept + 5
+    assert [(t.trial, t.chunk, t.record) for t in trials[done:]] == [(done + i, 1 + (i > 3), kept + i)
+                                                                     for i in range(1, 6)]
     assert tuning_history(untrimmed, WL.flops).iloc[:done].equals(before)
     assert (untrimmed / HISTORY_FILE).read_text().count("\n") == 1 + done + 5
 

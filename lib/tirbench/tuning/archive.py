@@ -1,6 +1,7 @@
 """The tuning databases in git are trimmed: per database the ``KEEP`` fastest records (enough to replay the best
-schedule and to resume with a warm cost model) and ``tuning_history.csv`` (every trial, for the curves and
-``trials_done``). The full databases live in ``results/tuning/databases.tar.xz`` (xz packs them 100:1).
+schedule and, where that is a seed's, the search's best beside it: ``replay.search_best``, which reads the archive
+where no kept record is the search's) and ``tuning_history.csv`` (every trial, for the curves and ``trials_done``).
+The full databases live in ``results/tuning/databases.tar.xz`` (xz packs them 100:1).
 
     python -m tirbench.tuning.archive unpack [DEST]   # full databases under DEST (default build/tuning-databases)
     python -m tirbench.tuning.archive pack            # archive the full databases under results/tuning, then
@@ -22,8 +23,10 @@ from tirbench.core.atomic import write_atomic
 from tirbench.tuning.database import DATABASE_FILES, MODEL_DATABASES, RECORD_FILE, record_lines, run_seconds
 from tirbench.tuning.history import HISTORY_FILE, Trial, history_trials, sync_history, trials_done, write_history
 
-#: Records kept per database in git.
-KEEP = 4
+#: Records kept per database in git (a tensor-core record is 15-25 KB): the best, and the next, which so far has
+#: always been the search's best where the best is a seed's. A search resumed on a trimmed database starts from
+#: these; unpack the archive to start it from every record.
+KEEP = 2
 #: The archive of the full databases, under the project root.
 ARCHIVE = Path("results") / "tuning" / "databases.tar.xz"
 #: The files of a database the archive holds.
