@@ -215,3 +215,51 @@ def test_the_readme_table_shows_each_variant_the_speedups_and_why_a_variant_has_
            f"{FP16_RTOL:.3g})" in table
     assert "resnet50 float16 metaschedule: no time, compile: out of memory" in table
     assert f"run {RUN['run_id']}: NVIDIA H200, driver 580, 2026-12-01" in table
+
+
+def test_the_time_split_queues_each_call_behind_a_sleep_and_doubles_it_when_the_host_was_late(monkeypatch):
+    import sys
+    import types
+
+    from tirbench.compile import model_builds
+
+    log, late = [], iter([True, False])   # the first call's first kernel ran before the host had queued the call
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.t = None
+
+        def record(self):
+            self.t = len(log)
+            log.append("event")
+
+        def query(self):
+            return next(late, False)
+
+        def elapsed_time(self, end):
+            return float(end.t - self.t)
+
+    cuda = types.SimpleNamespace(Event=Event, _sleep=lambda cycles: log.append(("sleep", cycles)),
+                                 synchronize=lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    class Vm:
+        instrument = None
+
+        def set_instrument(self, fn):
+            self.instrument = fn
+
+        def __getitem__(self, name):
+            def main(x):
+                for symbol in ("vm.builtin.alloc", "fused_conv2d_rules", "fused_add"):
+                    self.instrument(None, symbol, True, None)
+                    log.append(symbol)
+                    self.instrument(None, symbol, False, None)
+            return main
+
+    vm = Vm()
+    split = model_builds.kernel_split(vm, None, frozenset({"fused_conv2d_rules"}), runs=2)
+    sleeps = [entry[1] for entry in log if isinstance(entry, tuple)]
+    assert sleeps == [model_builds.SLEEP_CYCLES, 2 * model_builds.SLEEP_CYCLES, 2 * model_builds.SLEEP_CYCLES,
+                      2 * model_builds.SLEEP_CYCLES]   # the late call measured again, then a first call and two runs
+    assert split == {"conv_ms": 2.0, "other_ms": 2.0, "kernels": 2} and vm.instrument is None
