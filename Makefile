@@ -16,7 +16,7 @@
 # nvidia-smi sees a GPU). PY=python3 (any interpreter), or VENV=0 (python3), uses the environment that is already
 # active (a container, conda, a cluster module) as it is: nothing is installed into it but this project
 # (pip install --no-deps -e .), and that only if it cannot `import tirbench`.
-# make tuning-databases DEST=build/tuning-databases   the full tuning databases (git keeps the 4 fastest records
+# make tuning-databases DEST=build/tuning-databases   the full tuning databases (git keeps the 2 fastest records
 #                of each and its history) from results/tuning/databases.tar.xz; DEST=results/tuning replaces the
 #                trimmed ones (refused where one has trials the archive lacks)
 SHELL := /bin/bash

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tirbench.core.machine import has_cuda_gpu
+from tirbench.tuning.archive import archived_database
 from tirbench.tuning.database import open_database, repair_database
 from tirbench.tuning.history import HISTORY_FILE, trials_done, tuning_history
 import tirbench.tuning.tune as tune_module
@@ -31,8 +32,10 @@ pytestmark = pytest.mark.skipif(trials_done(RECORDED) == 0, reason="no recorded 
 
 @pytest.fixture
 def work_dir(tmp_path):
-    """The recorded database as one tuned before ``tuning_history.csv`` existed: its trials are its records."""
-    shutil.copytree(RECORDED, tmp_path / "db", ignore=shutil.ignore_patterns("logs", HISTORY_FILE))
+    """The recorded database, whole (git keeps it trimmed; ``tuning.archive`` keeps every record), as one tuned before
+    ``tuning_history.csv`` existed: its trials are its records."""
+    whole = archived_database(ROOT, RECORDED, tmp_path / "archive")
+    shutil.copytree(whole, tmp_path / "db", ignore=shutil.ignore_patterns("logs", HISTORY_FILE))
     return tmp_path / "db"
 
 
