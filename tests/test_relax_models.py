@@ -1,7 +1,8 @@
 """Whole models through Relax (notebook 09, ``tirbench.compile.models``, ``model_builds``, ``model_results``,
 ``tuning.relax_model``), the parts that need neither torch nor a GPU: the tolerances, the check, the rows a run
 records, the recorded rows a machine without a GPU shows (the notebook's, else the tool's), the time split's
-accounting, the dispatch summary, and where whole-model databases live (left out of the archive and the curves)."""
+accounting, the dispatch summary, and where whole-model databases live (archived, left out of the curves; trimming
+and replaying them: ``test_tuning_archive``)."""
 from __future__ import annotations
 
 import math
@@ -18,7 +19,8 @@ from tirbench.compile.model_builds import Compiled, CompileJob, dispatch_lines, 
 from tirbench.compile.models import CONFIGS, FP16_RTOL, RTOL, TVM_VARIANTS, VariantResult, check, rel_diff, tolerance
 from tirbench.report.overview import tuning_databases
 from tirbench.tuning.archive import database_dirs
-from tirbench.tuning.relax_model import metaschedule_variant, trials_done, tune_command, work_dir_for
+from tirbench.tuning.history import trials_done
+from tirbench.tuning.relax_model import metaschedule_variant, tune_command, work_dir_for
 
 FP32, FP16 = CONFIGS["fp32"], CONFIGS["fp16"]
 TIMING = Timing(1.5, 1.4, 1.6, 50)
@@ -175,7 +177,7 @@ def test_the_dispatch_summary_names_families_fused_epilogues_and_what_was_left(t
     assert lines[-1].endswith("2 relax.permute_dims in the model (weights' folded away)")
 
 
-def test_whole_model_databases_have_their_own_folder_left_out_of_the_archive_and_curves(tmp_path):
+def test_whole_model_databases_have_their_own_folder_archived_and_left_out_of_the_curves(tmp_path):
     work_dir = work_dir_for(tmp_path, "mobilenet_v2", FP16)
     assert work_dir == tmp_path / "results" / "tuning" / "relax" / "mobilenet_v2_float16_b32"
     assert trials_done(work_dir) == 0 and metaschedule_variant(tmp_path, "mobilenet_v2", FP16) is None
@@ -183,7 +185,7 @@ def test_whole_model_databases_have_their_own_folder_left_out_of_the_archive_and
     (work_dir / "database_tuning_record.json").write_text('[0, [[], [0.001], {"kind": "cuda"}, []]]\n')
     variant = metaschedule_variant(tmp_path, "mobilenet_v2", FP16)
     assert (variant.name, variant.provider, variant.rules) == ("metaschedule", "metaschedule", False)
-    assert database_dirs(tmp_path / "results" / "tuning") == []
+    assert database_dirs(tmp_path / "results" / "tuning") == [work_dir]
     assert tuning_databases(tmp_path) == ([], [])
     assert tune_command("resnet50", FP32, 500) == "python -m tirbench.tuning.relax_model resnet50 --config fp32 --trials 500"
 

@@ -1,17 +1,25 @@
 """Trimmed tuning databases: the fastest records and the whole history stay in git, the full databases in an
 archive. Trimming keeps the history, the trial count and the best schedule; tuning resumes on a trimmed database;
-every committed database keeps its best record; the archive gives back the full ones; the clone stays small."""
+every committed database keeps its best record; the archive gives back the full ones; the clone stays small. The
+same for a whole model's database (``tuning.relax_model``; a tiny synthetic one on llvm): each task's fastest
+records, its tasks' hashes, the same replayed module, resumed without re-tuning, packed whole."""
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tvm
+from tvm import relax, s_tir
+from tvm.s_tir import meta_schedule as ms
 
 import tirbench.tuning.tune as tune_module
-from tirbench.tuning import archive
-from tirbench.tuning.archive import ARCHIVE, KEEP, database_dirs, pack, trim_database, unpack
-from tirbench.tuning.database import best_schedule, open_database, record_lines, run_seconds
+from tirbench.tuning import archive, relax_model
+from tirbench.tuning.archive import (ARCHIVE, KEEP, MODEL_KEEP, archived_database, database_dirs, is_trimmed, pack,
+                                     trim_database, unpack)
+from tirbench.tuning.database import (RECORD_FILE, WORKLOAD_FILE, best_schedule, has_stubs, is_model_database,
+                                      open_database, record_lines, record_workload, run_seconds)
 from tirbench.tuning.history import HISTORY_FILE, history_trials, trials_done, tuning_history
 from tirbench.tuning.tune import tune, work_dir_for
 from tirbench.workloads import gemm
@@ -69,7 +77,9 @@ def test_tuning_resumes_on_a_trimmed_database(untrimmed, monkeypatch):
 @pytest.mark.parametrize("work_dir", database_dirs(TUNING), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_each_committed_database_keeps_its_history_and_its_best_record(work_dir):
     lines, trials = record_lines(work_dir), history_trials(work_dir)
-    assert (work_dir / HISTORY_FILE).exists() and len(lines) <= KEEP and trials_done(work_dir) == len(trials)
+    per_workload, keep = [record_workload(line) for line in lines], MODEL_KEEP if is_model_database(work_dir) else KEEP
+    assert (work_dir / HISTORY_FILE).exists() and trials_done(work_dir) == len(trials)
+    assert max(map(per_workload.count, per_workload), default=0) <= keep
     assert [t.trial for t in trials] == list(range(1, len(trials) + 1))
     assert all(t.run_s == run_seconds(lines[t.record - 1]) for t in trials if t.record)
     assert sorted(t.record for t in trials if t.record) == list(range(1, len(lines) + 1))
@@ -126,3 +136,107 @@ def test_the_tracked_tree_is_small():
     big = sorted(f"{name} ({size / 2**20:.2f} MiB)" for name, size in sizes.items() if size > MAX_FILE_BYTES)
     assert not big, "tracked files over 1 MiB: " + ", ".join(big)
     assert sum(sizes.values()) <= MAX_TREE_BYTES, f"the tracked tree is {sum(sizes.values()) / 2**20:.1f} MiB"
+
+
+LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+#: Per task of the tiny model: the split factor of the matmul's last loop and the run time of each trial (one failed).
+TRIALS = ((4, 3e-5), (2, 1e-5), (16, 1e10), (1, 2e-5), (8, 0.5e-5))
+
+
+def tiny_model() -> tvm.IRModule:
+    """Two dense layers: two tasks (a matmul with its bias and relu, one with its bias)."""
+    rng = np.random.default_rng(0)
+    bb, x = relax.BlockBuilder(), relax.Var("x", relax.TensorType((1, 16), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            w = [relax.const(rng.standard_normal(s).astype("float32")) for s in ((16, 32), (32,), (32, 8), (8,))]
+            h = bb.emit(relax.op.nn.relu(relax.op.add(relax.op.matmul(x, w[0]), w[1])))
+            out = bb.emit_output(relax.op.add(relax.op.matmul(h, w[2]), w[3]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def split_matmul(mod: tvm.IRModule, factor: int) -> s_tir.Schedule:
+    sch = s_tir.Schedule(mod)
+    sch.split(sch.get_loops(sch.get_sblock("matmul"))[-1], factors=[None, factor])
+    return sch
+
+
+@pytest.fixture(scope="module")
+def tuned_model(tmp_path_factory) -> Path:
+    """A whole model's database as ``relax_model.tune_model`` leaves it, its trials made up: ``TRIALS`` per task, the
+    tasks in turn (``database_tuning_record.json`` in tuning order, then ``tuning_history.csv``)."""
+    work_dir = tmp_path_factory.mktemp("model")
+    db = ms.database.JSONDatabase(work_dir=str(work_dir))
+    tasks = relax_model.task_modules(relax_model.prepared(tiny_model(), LLVM), LLVM)
+    workloads = [db.commit_workload(mod) for mod in tasks]
+    for factor, secs in TRIALS:
+        for mod, wl in zip(tasks, workloads):
+            db.commit_tuning_record(ms.database.TuningRecord(split_matmul(mod, factor).trace, wl, [secs], LLVM,
+                                                             ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+    archive.sync_history(work_dir)
+    return work_dir
+
+
+@pytest.fixture
+def model_db(tuned_model, tmp_path) -> Path:
+    """A copy of the tiny model's database where ``relax_model.work_dir_for`` puts it under ``tmp_path``."""
+    return Path(shutil.copytree(tuned_model, tmp_path / "results" / "tuning" / "relax" / "tiny_float32_b1"))
+
+
+def tvm_replay(work_dir: Path) -> tvm.IRModule:
+    """The tiny model with MetaSchedule's own JSON database in ``work_dir`` applied."""
+    with LLVM:
+        return relax.transform.MetaScheduleApplyDatabase(str(work_dir))(relax_model.prepared(tiny_model(), LLVM))
+
+
+def test_trimming_a_whole_model_database_keeps_each_tasks_fastest_and_the_replayed_module(model_db):
+    lines, history, replayed = record_lines(model_db), tuning_history(model_db, 1), tvm_replay(model_db)
+    assert replayed.script() != relax_model.prepared(tiny_model(), LLVM).script()   # the records apply
+    assert trim_database(model_db) == len(lines) - 2 * MODEL_KEEP
+    fastest = [i for i, line in enumerate(lines) if run_seconds(line) in sorted(s for _, s in TRIALS)[:MODEL_KEEP]]
+    assert record_lines(model_db) == [lines[i] for i in fastest]   # each task's fastest, in the order tuned
+    assert has_stubs(model_db) and is_trimmed(model_db) and (model_db / WORKLOAD_FILE).stat().st_size < 100
+    assert trials_done(model_db) == len(lines) and tuning_history(model_db, 1).equals(history)
+    tvm.ir.assert_structural_equal(relax_model.apply_database(str(model_db), False, tiny_model(), LLVM), replayed)
+    assert trim_database(model_db) == 0
+
+
+def test_tuning_resumes_on_a_trimmed_whole_model_database_without_tuning_its_trials_again(model_db, monkeypatch):
+    trim_database(model_db)
+    done, kept, calls = trials_done(model_db), record_lines(model_db), []
+
+    def fake_tune_relax(mod, params, target, work_dir, *, max_trials_global, **_):
+        ms.database.JSONDatabase(work_dir=work_dir)   # MetaSchedule reads it: the tasks' modules are back
+        with (Path(work_dir) / RECORD_FILE).open("a") as f:
+            f.writelines(f"{line}\n" for line in (kept * max_trials_global)[:max_trials_global])
+        calls.append(max_trials_global)
+
+    monkeypatch.setattr(relax_model.ms.relax_integration, "tune_relax", fake_tune_relax)
+    tune = dict(target=LLVM, work_dir=model_db, fp16=False, builder=object(), runner=object())
+    assert relax_model.tune_model(tiny_model(), trials=done, **tune) == done and calls == []
+    assert relax_model.tune_model(tiny_model(), trials=done + 3, **tune) == done + 3 and calls == [3]
+    assert [(t.trial, t.record) for t in history_trials(model_db)[done:]] == [(done + i, len(kept) + i)
+                                                                            for i in (1, 2, 3)]
+
+
+def test_pack_and_unpack_carry_whole_model_databases_whole(model_db, untrimmed, tmp_path):
+    root = tmp_path
+    one = Path(shutil.copytree(untrimmed, root / RECORDED.relative_to(ROOT)))
+    pack(root)
+    full = {wd: {name: (wd / name).read_bytes() for name in (WORKLOAD_FILE, RECORD_FILE, HISTORY_FILE)}
+            for wd in (one, model_db)}
+    for wd in database_dirs(root / "results" / "tuning"):
+        trim_database(wd)
+    assert archived_database(root, model_db) == root / "build" / "tuning-databases" / "relax" / model_db.name
+    dirs = unpack(root, root / "full")
+    assert sorted(dirs) == sorted(root / "full" / wd.relative_to(root / "results" / "tuning") for wd in full)
+    for wd, files in full.items():
+        for name, data in files.items():
+            assert (root / "full" / wd.relative_to(root / "results" / "tuning") / name).read_bytes() == data
+
+
+def test_pack_refuses_a_trimmed_whole_model_database(model_db, tmp_path):
+    trim_database(model_db)
+    with pytest.raises(RuntimeError, match=r"^results/tuning/relax/tiny_float32_b1 is trimmed: unpack the archive"):
+        pack(tmp_path)

@@ -1,7 +1,9 @@
-"""The tuning databases in git are trimmed: per database the ``KEEP`` fastest records (enough to replay the best
+"""The tuning databases in git are trimmed: per workload the ``KEEP`` fastest records (enough to replay the best
 schedule and, where that is a seed's, the search's best beside it: ``replay.search_best``, which reads the archive
 where no kept record is the search's) and ``tuning_history.csv`` (every trial, for the curves and ``trials_done``).
-The full databases live in ``results/tuning/databases.tar.xz`` (xz packs them 100:1).
+A whole model's database (``tuning.relax_model``, every task a workload) keeps each task's ``MODEL_KEEP`` fastest
+records, and of each task only its hash (``database.stub_workloads``: the model gives the module back). The full
+databases live in ``results/tuning/databases.tar.xz`` (xz packs them 100:1).
 
     python -m tirbench.tuning.archive unpack [DEST]   # full databases under DEST (default build/tuning-databases)
     python -m tirbench.tuning.archive pack            # archive the full databases under results/tuning, then
@@ -20,13 +22,17 @@ import tarfile
 from pathlib import Path
 
 from tirbench.core.atomic import write_atomic
-from tirbench.tuning.database import DATABASE_FILES, MODEL_DATABASES, RECORD_FILE, record_lines, run_seconds
+from tirbench.tuning.database import (DATABASE_FILES, RECORD_FILE, has_stubs, is_model_database, record_lines,
+                                      record_workload, run_seconds, stub_workloads)
 from tirbench.tuning.history import HISTORY_FILE, Trial, history_trials, sync_history, trials_done, write_history
 
-#: Records kept per database in git (a tensor-core record is 15-25 KB): the best, and the next, which so far has
+#: Records kept per workload in git (a tensor-core record is 15-25 KB): the best, and the next, which so far has
 #: always been the search's best where the best is a seed's. A search resumed on a trimmed database starts from
 #: these; unpack the archive to start it from every record.
 KEEP = 2
+#: Records kept per task of a whole model's database: the best, all its replay reads (its tasks have no seeds, so no
+#: search's best beside a seed's); an fp16 model's tensor-core tasks' records are 15-25 KB each.
+MODEL_KEEP = 1
 #: The archive of the full databases, under the project root.
 ARCHIVE = Path("results") / "tuning" / "databases.tar.xz"
 #: The files of a database the archive holds.
@@ -34,29 +40,39 @@ ARCHIVED_FILES = (*DATABASE_FILES, HISTORY_FILE)
 
 
 def database_dirs(tuning_dir: Path) -> list[Path]:
-    """Every database of one workload under ``tuning_dir`` (``<workload>/<name>/``; not the whole models' under
-    ``MODEL_DATABASES``, which keep every record), sorted."""
-    return sorted(p.parent for p in tuning_dir.glob(f"*/*/{RECORD_FILE}") if p.parent.parent.name != MODEL_DATABASES)
+    """Every database under ``tuning_dir``: one workload's (``<workload>/<name>/``) and a whole model's
+    (``relax/<model>_<dtype>_b<batch>/``), sorted."""
+    return sorted(p.parent for p in tuning_dir.glob(f"*/*/{RECORD_FILE}"))
 
 
 def is_trimmed(work_dir: Path) -> bool:
-    """True when the record file lacks some of the database's trials."""
-    return len(record_lines(work_dir)) < trials_done(work_dir)
+    """True when the record file lacks some of the database's trials, or the workload file some modules."""
+    return len(record_lines(work_dir)) < trials_done(work_dir) or has_stubs(work_dir)
 
 
-def trim_database(work_dir: Path, keep: int = KEEP) -> int:
-    """Keep the ``keep`` fastest records (in the order tuned) and the whole history beside them, both rewritten
-    atomically. Returns the records dropped."""
+def _fastest(lines: list[str], keep: int) -> list[int]:
+    """The indices of the ``keep`` fastest records of each workload (the first tuned of equal ones), in order."""
+    timed: dict[int, list[tuple[float, int]]] = {}
+    for i, line in enumerate(lines):
+        if (secs := run_seconds(line)) is not None:
+            timed.setdefault(record_workload(line), []).append((secs, i))
+    return sorted(i for runs in timed.values() for _, i in sorted(runs)[:keep])
+
+
+def trim_database(work_dir: Path, keep: int | None = None) -> int:
+    """Keep the ``keep`` fastest records of each workload (in the order tuned; by default ``KEEP``, ``MODEL_KEEP`` for
+    a whole model's database) and the whole history beside them, both rewritten atomically; a whole model's workloads
+    cut to their hashes (``stub_workloads``). Returns the records dropped."""
     sync_history(work_dir)
     lines = record_lines(work_dir)
-    timed = sorted((s, i) for i, line in enumerate(lines) if (s := run_seconds(line)) is not None)
-    kept = sorted(i for _, i in timed[:keep])
-    if len(kept) == len(lines):
-        return 0
-    renumber = {old + 1: new + 1 for new, old in enumerate(kept)}
-    write_history(work_dir, [Trial(t.trial, t.run_s, t.chunk, renumber.get(t.record, 0))
-                             for t in history_trials(work_dir)])
-    write_atomic(work_dir / RECORD_FILE, "".join(f"{lines[i]}\n" for i in kept).encode())
+    kept = _fastest(lines, keep or (MODEL_KEEP if is_model_database(work_dir) else KEEP))
+    if len(kept) < len(lines):
+        renumber = {old + 1: new + 1 for new, old in enumerate(kept)}
+        write_history(work_dir, [Trial(t.trial, t.run_s, t.chunk, renumber.get(t.record, 0))
+                                 for t in history_trials(work_dir)])
+        write_atomic(work_dir / RECORD_FILE, "".join(f"{lines[i]}\n" for i in kept).encode())
+    if is_model_database(work_dir):
+        stub_workloads(work_dir)
     return len(lines) - len(kept)
 
 
@@ -135,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("unpack", help="put the full databases under DEST")
     u.add_argument("dest", nargs="?", type=Path, default=Path("build") / "tuning-databases")
     sub.add_parser("pack", help="archive the full databases under results/tuning")
-    sub.add_parser("trim", help=f"keep the {KEEP} fastest records of each database under results/tuning")
+    sub.add_parser("trim", help=f"keep the {KEEP} fastest records of each workload under results/tuning "
+                               f"({MODEL_KEEP} of each task of a whole model)")
     a = p.parse_args(argv)
     root = project_root()
     try:
@@ -146,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {pack(root).relative_to(root)}")
         else:
             dropped = sum(trim_database(wd) for wd in database_dirs(root / "results" / "tuning"))
-            print(f"dropped {dropped} records; kept the {KEEP} fastest of each database")
+            print(f"dropped {dropped} records; kept the {KEEP} fastest of each workload ({MODEL_KEEP} of each task "
+                  "of a whole model)")
     except RuntimeError as err:
         p.exit(2, f"{p.prog}: error: {err}\n")
     return 0

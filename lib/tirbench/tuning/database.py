@@ -1,8 +1,10 @@
 """A MetaSchedule JSON database in its work directory: open it (a record cut short by a killed run dropped first),
 compact its records, read them in the order they were measured, and replay its best schedule.
 
-MetaSchedule appends one JSON line per workload (``database_workload.json``) and per measured trial
-(``database_tuning_record.json``: ``[workload, [trace, run_secs, target, args]]``).
+MetaSchedule appends one JSON line per workload (``database_workload.json``: ``[hash, module]``) and per measured
+trial (``database_tuning_record.json``: ``[workload, [trace, run_secs, target, args]]``, ``workload`` the line of
+the workload file, from 0). A whole model's database in git keeps each workload's hash only (``stub_workloads``):
+the module is the model's own task of that hash (``tasks_database``, ``fill_workloads``).
 """
 from __future__ import annotations
 
@@ -23,13 +25,20 @@ from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.spaces import uses_tensor_cores
 from tirbench.workloads.base import Workload
 
-#: The files of a MetaSchedule JSON database.
-DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+#: The file of workloads, one JSON line each.
+WORKLOAD_FILE = "database_workload.json"
 #: The file of measured trials, one JSON line each.
 RECORD_FILE = "database_tuning_record.json"
+#: The files of a MetaSchedule JSON database.
+DATABASE_FILES = (WORKLOAD_FILE, RECORD_FILE)
 #: The folder under ``results/tuning`` of whole-model databases (``tuning.relax_model``): every task of a model in
-#: one database, so no one workload's (``tuning.archive`` and notebook 00's tuning curves leave them out).
+#: one database, so no one workload's (notebook 00's tuning curves leave them out; ``tuning.archive`` trims per task).
 MODEL_DATABASES = "relax"
+
+
+def is_model_database(work_dir: Path) -> bool:
+    """True for a whole model's database (under ``MODEL_DATABASES``)."""
+    return work_dir.parent.name == MODEL_DATABASES
 
 
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:
@@ -68,6 +77,11 @@ def tuned_arch(work_dir: Path) -> str | None:
     empty database."""
     lines = record_lines(work_dir)
     return str(json.loads(lines[0])[1][2].get("arch")) if lines else None
+
+
+def record_workload(line: str) -> int:
+    """The workload a tuning record measured: its line of the workload file, from 0."""
+    return int(json.loads(line)[0])
 
 
 def run_seconds(line: str) -> float | None:
@@ -139,7 +153,53 @@ def compact_database(work_dir: Path) -> int:
     meaning. Returns the bytes saved."""
     return (_rewrite_lines(work_dir / RECORD_FILE,
                            lambda line: json.dumps(_compact_embedded(json.loads(line)), separators=(",", ":")))
-            + _rewrite_lines(work_dir / DATABASE_FILES[0], _compact_workload))
+            + _rewrite_lines(work_dir / WORKLOAD_FILE, _compact_workload))
+
+
+def stub_workloads(work_dir: Path) -> int:
+    """Rewrite (atomically) the workload file with each line cut to ``[hash]``, its module left out: in a whole
+    model's database, the module is the model's own task of that hash (30-50 KB a task). Returns the bytes saved."""
+    return _rewrite_lines(work_dir / WORKLOAD_FILE, lambda line: json.dumps(json.loads(line)[:1]))
+
+
+def has_stubs(work_dir: Path) -> bool:
+    """True where some workload of the database is a stub (``stub_workloads``)."""
+    return any(len(json.loads(line)) == 1 for line in json_lines(work_dir / WORKLOAD_FILE))
+
+
+def _workload_line(mod: tvm.IRModule) -> str:
+    """``mod``'s line of a workload file, as MetaSchedule writes it (compacted): its hash first."""
+    return _compact_workload(json.dumps(ms.database.Workload(mod).as_json(), separators=(",", ":")))
+
+
+def fill_workloads(work_dir: Path, mods: list[tvm.IRModule]) -> int:
+    """Put back (atomically) the module of each stub of the workload file (``stub_workloads``) from ``mods``, the
+    model's tasks, matched by hash; one-line RuntimeError where none has a stub's hash. Returns the stubs filled."""
+    path, lines = work_dir / WORKLOAD_FILE, json_lines(work_dir / WORKLOAD_FILE)
+    stubs = [json.loads(line)[0] for line in lines if len(json.loads(line)) == 1]
+    if not stubs:
+        return 0
+    full = {json.loads(line)[0]: line for line in map(_workload_line, mods)}
+    if missing := [h for h in stubs if h not in full]:
+        raise RuntimeError(f"{path}: {len(missing)} of its workloads are none of the model's tasks (hash "
+                           f"{missing[0]}): unpack the full database (make tuning-databases DEST=results/tuning)")
+    write_atomic(path, "".join(f"{full.get(json.loads(line)[0], line)}\n" for line in lines).encode())
+    return len(stubs)
+
+
+def tasks_database(work_dir: Path, mods: list[tvm.IRModule]) -> ms.database.MemoryDatabase:
+    """The records of the database in ``work_dir`` (a cut-off last line dropped first) of each of ``mods`` (a model's
+    tasks), matched by the hash of the workload they measured, in memory: what MetaSchedule's JSON database of the
+    same records gives for these tasks, stubs (``stub_workloads``) or not."""
+    repair_database(work_dir)
+    db = ms.database.MemoryDatabase()
+    index = {json.loads(line)[0]: i for i, line in enumerate(json_lines(work_dir / WORKLOAD_FILE))}
+    workloads = {index[h]: db.commit_workload(mod) for mod in mods
+                 if (h := ms.database.Workload(mod).as_json()[0]) in index}
+    for line in record_lines(work_dir):
+        if (wl := workloads.get(record_workload(line))) is not None:
+            db.commit_tuning_record(ms.database.TuningRecord.from_json(json.loads(line)[1], wl))
+    return db
 
 
 def best_schedule(db: ms.database.Database, wl: Workload, target: tvm.target.Target | None = None) -> s_tir.Schedule:

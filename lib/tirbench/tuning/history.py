@@ -1,4 +1,5 @@
-"""A database's tuning history: per trial, in the order tuned, its measured run time and the best so far.
+"""A database's tuning history: per trial, in the order tuned, its measured run time and the best so far (of a whole
+model's database, ``tuning.relax_model``: of any of its tasks).
 
 ``tuning_history.csv`` beside the database keeps it (``trial,run_s,best_s,chunk,record``: ``run_s`` empty for a
 failed trial, ``chunk`` the chunk of ``tuning_chunks.csv`` that ran it or 0, ``record`` the trial's line in the

@@ -8,14 +8,18 @@ layout), prepared as ``relax.get_pipeline("static_shape_tuning")`` prepares it (
 processes, the tensor intrinsics registered once in each) and runner (one launch per repeat, the harness's L2 flush
 before each); ``trials`` counts every task's trials together, shared by MetaSchedule's gradient task scheduler
 (each task gets ``TRIALS_PER_ITER`` in turn first). One database per model and config (``work_dir_for``:
-``results/tuning/relax/<model>_<dtype>_b<batch>/``, every task's records in it: no one workload, so
-``tuning.archive`` neither trims nor packs it and notebook 00 draws no tuning curve of it). Resumable: a run with
-``trials`` trials recorded only opens it; one cut short goes on from its records (MetaSchedule records every trial,
-failed ones too; a record cut off by a kill is dropped first), its search starting from each task's best.
+``results/tuning/relax/<model>_<dtype>_b<batch>/``, every task's records in it: no one workload, so notebook 00
+draws no tuning curve of it), with ``tuning_history.csv`` beside it as for one workload's (``tuning.history``: every
+trial, so ``trials_done`` counts them after ``tuning.archive`` trimmed it to each task's fastest records and its
+tasks' hashes; ``pack`` archives it whole). Resumable: a run with ``trials`` trials recorded only opens it; one cut
+short goes on from its records (MetaSchedule records every trial, failed ones too; a record cut off by a kill is
+dropped first), its search starting from each task's best (of the records kept, on a trimmed database: the trimmed
+tasks' modules come back from the model, ``database.fill_workloads``; unpack the archive to go on from every record).
 
 ``apply_database`` is the variant's ``finish``: the prepared module with each task that has records replaced by its
-best schedule (``MetaScheduleApplyDatabase``; marked scheduled, so DLight leaves it); ``tvm.compile`` then schedules
-the rest with DLight, as for ``tvm_default``.
+best schedule (``MetaScheduleApplyDatabase`` on the database's records of the model's tasks,
+``database.tasks_database``; marked scheduled, so DLight leaves it); ``tvm.compile`` then schedules the rest with
+DLight, as for ``tvm_default``.
 
     python -m tirbench.tuning.relax_model MODEL [--config fp32|fp16] [--batch N] [--trials N]
 
@@ -40,7 +44,9 @@ from tirbench.core.machine import cuda_target, require_cuda_gpu
 from tirbench.core.paths import project_root
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.builders import PersistentBuilder, build_candidate, task_cores, worker_init_for
-from tirbench.tuning.database import MODEL_DATABASES, compact_database, record_lines, repair_database
+from tirbench.tuning.database import (MODEL_DATABASES, compact_database, fill_workloads, repair_database,
+                                      tasks_database)
+from tirbench.tuning.history import sync_history, trials_done
 from tirbench.tuning.runners import make_local_runner
 
 #: Trials each task gets at its turn (the gradient scheduler's round robin gives each task three turns first).
@@ -58,11 +64,6 @@ def tune_command(model: str, config: ModelConfig, trials: int) -> str:
     return f"python -m tirbench.tuning.relax_model {model} --config {config.name}{batch} --trials {trials}"
 
 
-def trials_done(work_dir: Path) -> int:
-    """The trials recorded in the database (each whole record; none where there is no database)."""
-    return len(record_lines(work_dir))
-
-
 def prepared(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """``mod`` (after ``pipeline.passes``) as MetaSchedule's tasks are extracted from it and its database applied to
     it (see the module docstring)."""
@@ -71,14 +72,19 @@ def prepared(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
                                          relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")])(mod)
 
 
+def task_modules(mod: tvm.IRModule, target: tvm.target.Target) -> list[tvm.IRModule]:
+    """The tasks of ``mod`` (``prepared``) as MetaSchedule tunes them, one module each."""
+    return [task.dispatched[0] for task in ms.relax_integration.extract_tasks(mod, target)]
+
+
 def apply_database(work_dir: str, fp16: bool, mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """``prepared(mod)`` with the best schedule of each task the database in ``work_dir`` has records of (``fp16``:
     a float16 model's, whose records may name tensor intrinsics)."""
     if fp16:
         import_tensor_intrin()
-    repair_database(Path(work_dir))
-    with target:
-        return relax.transform.MetaScheduleApplyDatabase(str(work_dir))(prepared(mod, target))
+    mod = prepared(mod, target)
+    with target, tasks_database(Path(work_dir), task_modules(mod, target)):
+        return relax.transform.MetaScheduleApplyDatabase()(mod)
 
 
 def metaschedule_variant(root: Path, model: str, config: ModelConfig) -> TvmVariant | None:
@@ -105,13 +111,16 @@ def tune_model(mod: tvm.IRModule, target: tvm.target.Target, work_dir: Path, *, 
         require_cuda_gpu()
     if fp16:
         import_tensor_intrin()
+    mod = prepared(mod, target)
+    fill_workloads(work_dir, task_modules(mod, target))   # a trimmed database's tasks
     arch = str(target.attrs["arch"]) if target.kind.name == "cuda" else None
     builder = builder or PersistentBuilder(functools.partial(build_candidate, None, {}), max_workers=task_cores(),
                                            initializer=worker_init_for(fp16, arch))
-    ms.relax_integration.tune_relax(prepared(mod, target), {}, target, str(work_dir), max_trials_global=left,
+    ms.relax_integration.tune_relax(mod, {}, target, str(work_dir), max_trials_global=left,
                                     num_trials_per_iter=min(TRIALS_PER_ITER, left), builder=builder,
                                     runner=runner or make_local_runner("tuned"), seed=0)
     compact_database(work_dir)
+    sync_history(work_dir)
     return trials_done(work_dir)
 
 
