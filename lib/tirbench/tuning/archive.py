@@ -65,7 +65,7 @@ def trim_database(work_dir: Path, keep: int | None = None) -> int:
     cut to their hashes (``stub_workloads``). Returns the records dropped."""
     sync_history(work_dir)
     lines = record_lines(work_dir)
-    kept = _fastest(lines, keep or (MODEL_KEEP if is_model_database(work_dir) else KEEP))
+    kept = _fastest(lines, keep if keep is not None else MODEL_KEEP if is_model_database(work_dir) else KEEP)
     if len(kept) < len(lines):
         renumber = {old + 1: new + 1 for new, old in enumerate(kept)}
         write_history(work_dir, [Trial(t.trial, t.run_s, t.chunk, renumber.get(t.record, 0))
