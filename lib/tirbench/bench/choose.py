@@ -11,6 +11,11 @@ chosen among (one added since), the choice is stale and the layer is chosen agai
 time budget goes (the others replay, and a later run goes on). The layers chosen in one run are swept together:
 every candidate of every layer built in one parallel batch (``choose_many``).
 
+``replay_all(..., check_rules=False)`` builds a recorded choice without asking the rules (its family by name, its
+form from its parameters): the recorded kernel is still verified before it is timed, but neither whether the rules
+still offer it nor staleness is checked (asking costs about a second per tensor-core layer; notebook 10 replays some
+300 layers).
+
 Where the rules also give the layer as another workload (Winograd: ``winograd_forms``; an int8 layer with its filter
 packed for another kernel: ``int8_forms``), those are swept too; such a choice keeps what makes its form among its
 parameters (Winograd's ``m``, the int8 ``filter_layout``), and its measurement is reported on the layer's own
@@ -36,7 +41,10 @@ from tirbench.bench.sweep import SweepError, SweepResult, build_by_config, one_l
 from tirbench.core.atomic import write_atomic
 from tirbench.core.gpu import current_gpu
 from tirbench.schedules.common.record import KernelRecord
-from tirbench.schedules.conv.rules import int8_forms, rule_records, winograd_family, winograd_forms, winograd_tiles
+from tirbench.schedules.conv import records as conv_records
+from tirbench.schedules.conv.rules import (int8_form, int8_forms, rule_records, winograd_family, winograd_forms,
+                                           winograd_tiles)
+from tirbench.schedules.gemm import records as gemm_records
 from tirbench.schedules.gemm import rules as gemm_rules
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv2d_int8 import filter_layout_of
@@ -130,10 +138,11 @@ def sweep_forms(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: 
     return [[(form, next(results)) for form in layer] for layer in forms]
 
 
-def choose_many(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: int, seed: int) -> list[Choice]:
+def choose_many(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: int, seed: int,
+                missing_ok: bool = False) -> list[Choice | None]:
     """Per layer of ``wls``, the fastest verified of the rules' candidates for it and its other forms
-    (``sweep_forms``); each layer's ``rules_s`` is its share of the batch's time (SweepError when a layer has no
-    verified kernel)."""
+    (``sweep_forms``); each layer's ``rules_s`` is its share of the batch's time. A layer with no verified kernel:
+    a SweepError, or with ``missing_ok`` None (and one line)."""
     if not wls:
         return []
     start = time.perf_counter()
@@ -145,11 +154,14 @@ def choose_many(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: 
             if trial and (best is None or trial.measurement.timing.median_ms < best.measurement.timing.median_ms):
                 best, extra = trial, params
         if best is None:
-            raise SweepError(f"the rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})")
+            missing = f"the rules found no kernel for {wl.name} {wl.shape} ({wl.dtype})"
+            if not missing_ok:
+                raise SweepError(missing)
+            print(f"  {missing}")
         picks.append((wl, best, extra))
     share = (time.perf_counter() - start) / len(wls)
-    return [Choice(best.record.name, {**extra, **best.overrides}, share, _as_layer(best.measurement, wl),
-                   families=families_offered(wl)) for wl, best, extra in picks]
+    return [best and Choice(best.record.name, {**extra, **best.overrides}, share, _as_layer(best.measurement, wl),
+                            families=families_offered(wl)) for wl, best, extra in picks]
 
 
 def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) -> Choice:
@@ -157,22 +169,32 @@ def choose(wl: Workload, *, target: tvm.target.Target, repeats: int, seed: int) 
     return choose_many([wl], target=target, repeats=repeats, seed=seed)[0]
 
 
+def _read_choices(path: Path) -> dict[tuple[str, str, str, str], dict[str, str]]:
+    """The rows of a ``choices.csv`` (none if there is none), keyed by (arch, dtype, layout, shape)."""
+    rows = {}
+    if path.exists():
+        for row in csv.DictReader(io.StringIO(path.read_text())):
+            row["arch"] = build_arch(row["gpu"], row.get("arch") or "", BEFORE_ARCH_CC)
+            rows[(row["arch"], row["dtype"], row["layout"], row["shape"])] = row
+    return rows
+
+
 class Choices:
     """The recorded choices of a notebook (``path``: its ``choices.csv``), keyed by (arch, dtype, layout, shape): a
     build for ``arch`` (default: the build's, ``current_gpu().arch``) replays and records only its own
-    architecture's choices, and keeps the others' rows."""
+    architecture's choices, and keeps the others' rows. ``also``: other notebooks' ``choices.csv``, read only: a
+    layer ``path`` has no row for replays theirs (notebook 10 replays notebook 08's ResNet-50 layers); ``write``
+    writes ``path``'s rows and those remembered since."""
 
-    def __init__(self, path: Path, arch: str | None = None):
+    def __init__(self, path: Path, arch: str | None = None, also: Sequence[Path] = ()):
         self.path = path
         self.arch = arch or current_gpu().arch
-        self.rows: dict[tuple[str, str, str, str], dict[str, str]] = {}
-        if path.exists():
-            for row in csv.DictReader(io.StringIO(path.read_text())):
-                row["arch"] = build_arch(row["gpu"], row.get("arch") or "", BEFORE_ARCH_CC)
-                self.rows[(row["arch"], row["dtype"], row["layout"], row["shape"])] = row
+        self.rows = _read_choices(path)
+        self.others = {key: row for other in reversed(also) for key, row in _read_choices(other).items()}
 
     def recorded(self, wl: Workload) -> Choice | None:
-        row = self.rows.get(_key(self.arch, wl))
+        key = _key(self.arch, wl)
+        row = self.rows.get(key) or self.others.get(key)
         if row is None:
             return None
         return Choice(row["kernel"], ast.literal_eval(row["params"]), float(row["rules_s"]),
@@ -205,17 +227,43 @@ def offered(wl: Workload, recorded: Choice) -> tuple[Workload, KernelRecord, dic
     return None
 
 
+def families_by_name() -> dict[str, KernelRecord]:
+    """Every convolution and GEMM family (``conv.records``, ``gemm.records``) by its name."""
+    return {r.name: r for mod in (conv_records, gemm_records) for r in vars(mod).values()
+            if isinstance(r, KernelRecord)}
+
+
+def recorded_form(wl: Workload, recorded: Choice) -> tuple[Workload, KernelRecord, dict[str, Any]] | None:
+    """What ``offered`` gives, without asking the rules: the form of ``wl`` the recorded parameters name (Winograd's
+    ``m``, the int8 ``filter_layout``; else ``wl``), the family of the recorded name narrowed to the recorded
+    parameters, and those; None for a family no module defines (or a Winograd form the layer does not have)."""
+    record = families_by_name().get(recorded.kernel)
+    if record is None:
+        return None
+    params = {k: v for k, v in recorded.params.items() if k not in ("m", "filter_layout")}
+    form = wl
+    if "m" in recorded.params:
+        form = next((f for f in winograd_forms(wl) if f.sizes["m"] == recorded.params["m"]), None)
+    elif "filter_layout" in recorded.params:
+        form = int8_form(wl, recorded.params["filter_layout"])
+    return None if form is None else (form, record.with_candidates((params,)), params)
+
+
 def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.Target, repeats: int,
-               seed: int) -> list[Choice | None]:
-    """Every recorded choice the rules still offer, built at once in parallel (grouped by pass config), then each
-    verified and timed; None for a layer with nothing to replay (and for one whose replay fails: one line)."""
+               seed: int, check_rules: bool = True) -> list[Choice | None]:
+    """Every recorded choice the rules still offer (``check_rules=False``: every recorded choice, ``recorded_form``),
+    built at once in parallel (grouped by pass config), then each verified and timed; None for a layer with nothing
+    to replay (and for one whose replay fails: one line)."""
     jobs = []
     for i, wl in enumerate(wls):
         recorded = choices.recorded(wl)
-        found = recorded and offered(wl, recorded)
-        if found:
-            form, record, params = found
-            jobs.append((i, recorded, form, record, record.apply(form, params)))
+        try:
+            found = recorded and (offered(wl, recorded) if check_rules else recorded_form(wl, recorded))
+            if found:
+                form, record, params = found
+                jobs.append((i, recorded, form, record, record.apply(form, params)))
+        except ValueError as err:   # unchecked: a family that no longer takes the layer or these parameters
+            print(f"  replay of {recorded.kernel}{dict(recorded.params)} on {wl.shape} failed ({one_line(err)})")
     out: list[Choice | None] = [None] * len(wls)
     for (i, recorded, form, record, _), kernel in zip(jobs, build_by_config([(j[3], j[4]) for j in jobs], target)):
         try:
@@ -223,8 +271,7 @@ def replay_all(wls: Sequence[Workload], choices: Choices, *, target: tvm.target.
                 raise kernel
             m = verify_then_time(form, kernel, variant=record.name, repeats=repeats, seed=seed, target=target)
         except Exception as err:  # noqa: BLE001 - a recorded choice that no longer builds or verifies
-            print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed "
-                  f"({one_line(err)}): choosing again")
+            print(f"  replay of {record.name}{dict(recorded.params)} on {wls[i].shape} failed ({one_line(err)})")
             continue
         out[i] = replace(recorded, measurement=_as_layer(m, wls[i]), replayed=True)
     return out

@@ -57,6 +57,17 @@ def require_strings(**values: object) -> None:
             raise ParameterError(f"{name} must be a list of non-empty strings, got {value!r}")
 
 
+def require_members(allowed: Sequence[str], **values: object) -> None:
+    """ParameterError unless each value is a non-empty list of names, each one of ``allowed``."""
+    for name, value in values.items():
+        require_strings(**{name: value})
+        if not value:
+            raise ParameterError(f"{name} must name at least one of {', '.join(allowed)}, got []")
+        for item in value:
+            if item not in allowed:
+                raise ParameterError(f"{name}: unknown {item!r}: expected one of {', '.join(allowed)}")
+
+
 def require_target(target: object) -> tvm.target.Target:
     """The CUDA target a notebook builds for: "auto" is ``cuda_target()`` (the GPU description's arch: this GPU's, or
     ``TIRBENCH_ARCH``'s); anything else must name a TVM target (a tag such as "nvidia/nvidia-a100"), else a

@@ -95,16 +95,17 @@ class Session:
         return peak_for(gpu)
 
     # -- measurements ------------------------------------------------------------------------------------
-    def record(self, m: Measurement) -> Measurement:
-        """Keep a verified measurement of this run and print its one-line summary; one-line ValueError for one
-        whose output was not checked (``Measurement.verified``)."""
+    def record(self, m: Measurement, echo: bool = True) -> Measurement:
+        """Keep a verified measurement of this run and (``echo``) print its one-line summary; one-line ValueError for
+        one whose output was not checked (``Measurement.verified``)."""
         if not self.gpu:
             raise RuntimeError("measurements are recorded only on a CUDA GPU run")
         if not m.verified:
             raise ValueError(f"{m.variant} ({m.provider}): not verified against the reference in this run, so it "
                              "gets no row")
         self.measurements.append(m)
-        print(m.summary())
+        if echo:
+            print(m.summary())
         return m
 
     def run_fields(self) -> dict[str, object]:

@@ -57,7 +57,7 @@ from tirbench.workloads.conv_geometry import geometry_of, output_size
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
-#: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``_no_family``).
+#: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
 ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, HWCN_HOPPER,
             NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
@@ -237,7 +237,7 @@ def built_here(wl: Workload, *groups: tuple[KernelRecord, ...]) -> list[KernelRe
 def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     """The kernel families that take ``wl`` and build for the build's architecture (``built_here``), each with its
     ``keep`` best candidates for it (see the module docstring); a one-line ValueError for a workload no family
-    takes."""
+    takes. ``keep=0`` schedules no candidate (``refused_here``: only whether a family builds here)."""
     if wl.name == "conv2d" and (DEPTHWISE_NCHW.accepts(wl) is None or DEPTHWISE_NHWC.accepts(wl) is None):
         return _depthwise_records(wl, keep)
     if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None:
@@ -245,7 +245,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
         score = lambda bm, bn: round(GemmView(v.n, v.m, v.k).fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
         return [f.with_candidates(ranked_tiles(wl, f, keep, score=score))
                 for f in built_here(wl, (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))]
-    if wl.name == "conv2d" and (reason := _no_family(wl)) is not None:
+    if wl.name == "conv2d" and (reason := no_family(wl)) is not None:
         raise ValueError(f"conv rules: no family takes conv2d {wl.shape} ({wl.dtype} {wl.layout}): {reason}")
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
         v = gemm_view(wl)   # NCHW_GEMM's rows are output channels, its columns output pixels
@@ -271,14 +271,15 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
                          f"NCHW, NHWC or HWCN, float16 NHWC, and conv2d_int8")
     families = tuple(built_here(wl, *groups))
     records = [f.with_candidates(cands) for f in families if (cands := ranked_tiles(wl, f, keep))]
-    if not records:
+    if not records and keep:   # keep=0 (``refused_here``): the families that build here were all it asked
         raise ValueError(f"no {'/'.join(f.name for f in families)} candidate takes {wl.name} {wl.shape}: "
                          f"{refusal(lambda: families[-1].apply(wl))}")
     return records
 
 
-def _no_family(wl: Workload) -> str | None:
-    """None where some family takes ``wl`` (or it is plain); else why none does, in one line."""
+def no_family(wl: Workload) -> str | None:
+    """None where some family takes the conv2d ``wl`` (or it is plain); else why none does, in one line (read from
+    the families' ``accepts``: nothing is scheduled)."""
     if not wl.extra or any(f.accepts(wl) is None for f in ALL_CONV):
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
@@ -290,18 +291,21 @@ def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
     """The depthwise family of ``wl``'s layout with its ``keep`` best candidates by ``depthwise_score`` that
     schedule the layer (a window over 48 KB is refused)."""
     family, = built_here(wl, (DEPTHWISE_NCHW if wl.layout == "NCHW" else DEPTHWISE_NHWC,))
-    ranked = sorted(family.candidates, key=lambda c: -depthwise_score(wl, c))
-    taken = [c for c in ranked if refusal(lambda: family.apply(wl, c)) is None][:keep]
-    if not taken:
+    taken = []
+    for cand in sorted(family.candidates, key=lambda c: -depthwise_score(wl, c)):
+        if len(taken) < keep and refusal(lambda: family.apply(wl, cand)) is None:
+            taken.append(cand)
+    if not taken and keep:
         raise ValueError(f"no {family.name} candidate takes conv2d {wl.shape}: {refusal(lambda: family.apply(wl))}")
     return [family.with_candidates(taken)]
 
 
 def refused_here(wl: Workload) -> str | None:
     """The one line ``rule_records`` refuses ``wl`` with where the build's architecture has no family for it (an
-    ArchError); None where one builds (whatever it says of the layer's shape)."""
+    ArchError); None where one builds (whatever it says of the layer's shape). Asked for no candidates (``keep=0``),
+    the rules schedule none: the families' architecture is decided before their candidates are ranked."""
     try:
-        rule_records(wl, keep=1)
+        rule_records(wl, keep=0)
     except ArchError as err:
         return str(err)
     except ValueError:
@@ -337,10 +341,17 @@ def int8_forms(wl: Workload) -> list[Workload]:
     layout = "KRSC" if z["c"] % 128 == 0 else "KRS8C4" if z["c"] <= NARROW_LANES else None
     if layout is None or not offered((INT8_TMA_WS if layout == "KRSC" else INT8_MMA,)):
         return []
-    residual, relu = epilogue_ops(s_tir.Schedule(wl.mod))
-    form = conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")), relu=relu,
-                       residual=residual, filter_layout=layout)
+    form = int8_form(wl, layout)
     return [form] if layout == "KRS8C4" or ranked_tiles(form, INT8_TMA_WS, keep=1) else []
+
+
+def int8_form(wl: Workload, filter_layout: str) -> Workload:
+    """The int8 layer ``wl`` (NC/32HW32) with its filter stored ``filter_layout`` ("KRSC", "KRS8C4"), its epilogue
+    (residual, ReLU) kept."""
+    z = wl.sizes
+    residual, relu = epilogue_ops(s_tir.Schedule(wl.mod))
+    return conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")), relu=relu,
+                       residual=residual, filter_layout=filter_layout)
 
 
 def winograd_family() -> KernelRecord | None:
