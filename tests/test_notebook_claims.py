@@ -12,6 +12,7 @@ import pytest
 from test_results import row
 
 from tirbench.bench.network import layer_shape, per_layer
+from tirbench.bench.networks import CudnnBest
 from tirbench.workloads import conv2d
 from tirbench.workloads.resnet50 import RESNET50
 
@@ -71,22 +72,21 @@ def notebook_cell(nb: Path, start: str) -> str:
 
 
 def test_notebook_08_measures_cudnn_fp16_once_for_its_fp16_and_int8_runs():
-    """``cudnn_best`` as the notebook defines it, with a stand-in for cuDNN that counts its calls."""
+    """Its ``CudnnBest`` (``bench.networks``, notebook 10's too), with a stand-in for cuDNN that counts its calls."""
     calls = []
 
     def timed(wl, channels_last, repeats, seed):
         calls.append((wl.shape, wl.dtype, channels_last))
         return SimpleNamespace(timing=SimpleNamespace(median_ms=1.0 + channels_last), variant=f"cudnn_{channels_last}")
 
-    space = {"cudnn_conv2d": timed, "conv2d": conv2d, "batch_fp32": 1, "batch_tc": 8, "repeats": 1, "seed": 0,
-             "session": SimpleNamespace(record=lambda m: m)}
-    cell = notebook_cell(ROOT / "notebooks" / "08_resnet50.ipynb", "cudnn_runs = {}")
-    exec(cell.split("\n\n\ndef measure")[0], space)
-    stem = RESNET50[0]
-    assert space["cudnn_best"](stem, "fp16") is space["cudnn_best"](stem, "int8")
-    space["cudnn_best"](stem, "fp32")
+    cell = notebook_cell(ROOT / "notebooks" / "08_resnet50.ipynb", "# cuDNN's faster layout")
+    assert "cudnn = CudnnBest(session.record, repeats=repeats, seed=seed)" in cell and "cudnn, choices" in cell
+    best, stem = CudnnBest(lambda m: m, repeats=1, seed=0, measure=timed), RESNET50[0]
+    assert best(stem, "fp16", 8) is best(stem, "int8", 8) and best(stem, "int8", 8).variant == "cudnn_False"
+    best(stem, "fp32", 1)
     assert [(dtype, cl) for _, dtype, cl in calls] == [("float16", False), ("float16", True), ("float32", False),
                                                       ("float32", True)]
+    assert calls[0][0] == conv2d(*stem.shape(8), layout="NCHW", dtype="float16").shape
 
 
 def test_the_int8_run_takes_the_cudnn_measurement_of_the_fp16_run():

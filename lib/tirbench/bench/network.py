@@ -1,21 +1,59 @@
-"""A network's convolutions as one network (notebook 08: ResNet-50; ``workloads.networks`` has four more): per
-layer, the conv rules' kernel (variant ``rules``) beside cuDNN's faster layout, and the network's time, the sum over
-layers of time x count, from a results frame. Each config's rows come from the latest run that measured it; int8 is
-compared with cuDNN's fp16 rows of the same shape (torch has no int8 cuDNN convolution)."""
+"""A network's convolutions as one network (notebook 08: ResNet-50; notebook 10: the five of ``workloads.networks``):
+each config's workload of a layer (``layer_workload``), and from a results frame per layer the conv rules' kernel
+(variant ``rules``) beside cuDNN's faster layout, and the network's time, the sum over layers of time x count. Each
+config's rows come from the latest run that measured it; int8 is compared with cuDNN's fp16 rows of the same shape
+(torch has no int8 cuDNN convolution). ``network_summary``: one run's whole networks, the rows of notebook 10's
+``networks.csv``; ``depthwise_bandwidth``: depthwise layers judged by the HBM bandwidth they reach as well."""
 from __future__ import annotations
 
-from typing import Iterable
+import math
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from tirbench.bench.results import latest_run_where
+from tirbench.bench.results import latest_run_where, native_runs
+from tirbench.workloads.base import Workload
+from tirbench.workloads.conv2d_int8 import conv2d_int8
 from tirbench.workloads.layers import ConvLayer
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8"}   # config -> dtype of its TVM rows
 CUDNN_DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "float16"}   # config -> dtype of its cuDNN rows
+LAYOUTS = {"fp32": "NCHW", "fp16": "NHWC", "int8": "NCHW32"}   # config -> layout of its TVM workload
+#: The batch each config is measured at by default (notebooks 08 and 10): fp32 batch 1, fp16 and int8 batch 32.
+BATCHES = {"fp32": 1, "fp16": 32, "int8": 32}
 COLUMNS = ["run", "layer", "count", "tvm_ms", "cudnn_ms", "run_id"]
 MS_COLUMNS = ["layer", "count", "trials", "rules_ms", "ms_rules_ms", "cudnn_ms"]
+#: The columns of notebook 10's ``networks.csv`` (``network_summary``).
+NETWORKS_COLUMNS = ["run_id", "gpu", "network", "config", "layers", "convolutions", "tvm_ms", "cudnn_ms",
+                    "worst_layer", "worst_ratio"]
+BANDWIDTH_COLUMNS = ["layer", "count", "tvm_ms", "tvm_gbps", "tvm_hbm", "cudnn_ms", "cudnn_gbps", "cudnn_hbm"]
+
+
+def _require_config(config: str) -> None:
+    if config not in DTYPES:
+        raise ValueError(f"config {config!r}: expected one of {', '.join(DTYPES)}")
+
+
+def layer_workload(layer: ConvLayer, config: str, batch: int) -> Workload:
+    """``config``'s workload of ``layer`` at ``batch``: fp32 a float32 NCHW ``conv2d``, fp16 a float16 NHWC one, int8
+    ``conv2d_int8`` (NC/32HW32, bias + ReLU + requantisation fused); a one-line ValueError where the config cannot
+    state the layer (int8: groups, dilation, a stride or padding per axis, output channels not a multiple of 32)."""
+    _require_config(config)
+    if config == "int8":
+        return conv2d_int8(**layer.conv2d_kwargs(batch), relu=True, residual=False)
+    return layer.workload(batch, LAYOUTS[config], DTYPES[config])
+
+
+def cudnn_workload(layer: ConvLayer, config: str, batch: int) -> Workload:
+    """The NCHW ``conv2d`` that cuDNN runs for ``config`` (float16 for int8) of ``layer`` at ``batch``."""
+    _require_config(config)
+    return layer.workload(batch, "NCHW", CUDNN_DTYPES[config])
+
+
+def is_depthwise(layer: ConvLayer) -> bool:
+    """A depthwise layer: one group per input channel."""
+    return layer.groups == layer.c > 1
 
 
 def layer_shape(layer: ConvLayer, batch: int) -> str:
@@ -111,3 +149,83 @@ def metaschedule_totals(ms: pd.DataFrame) -> dict[str, float]:
     """The network's times over the layers of ``ms`` (``metaschedule_per_layer``), time x count summed: the rules',
     the MetaSchedule ``rules`` space's and cuDNN's."""
     return {c: float((ms[c] * ms["count"]).sum()) for c in ("rules_ms", "ms_rules_ms", "cudnn_ms")}
+
+
+def verified_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` whose kernel was verified in its run (``verified`` True)."""
+    return df[df["verified"].astype(str).isin(["True", "true"])] if len(df) else df
+
+
+def network_summary(run: pd.DataFrame, nets: Mapping[str, Sequence[ConvLayer]],
+                    batches: Mapping[str, int]) -> list[dict[str, object]]:
+    """The rows of ``networks.csv`` (``NETWORKS_COLUMNS``) from one run's rows: per network of ``nets`` (name -> its
+    layers) and config of ``batches`` (config -> batch) the run measured, over the layers with a verified rules row
+    and a verified cuDNN row (``per_layer``): how many, their convolutions (counts summed), the network's TVM and
+    cuDNN times (time x count summed), and the worst layer: the lowest cuDNN time / TVM time, and that ratio.
+    Unverified rows count for nothing; a run built for an older architecture gives no row (its kernels ran as PTX:
+    not compared with cuDNN, ``results.native_runs``)."""
+    rows, out = native_runs(verified_rows(run)), []
+    for name, net in nets.items():
+        for config, batch in batches.items():
+            table = per_layer(rows, config, net, batch).dropna(subset=["tvm_ms", "cudnn_ms"]).reset_index(drop=True)
+            if table.empty:
+                continue
+            ratio = table["cudnn_ms"] / table["tvm_ms"]
+            worst = int(ratio.idxmin())
+            run_id = table["run_id"].iloc[0]
+            out.append({"run_id": run_id, "gpu": rows.loc[rows["run_id"] == run_id, "gpu"].iloc[0], "network": name,
+                        "config": config, "layers": len(table), "convolutions": int(table["count"].sum()),
+                        "tvm_ms": round(float((table["tvm_ms"] * table["count"]).sum()), 6),
+                        "cudnn_ms": round(float((table["cudnn_ms"] * table["count"]).sum()), 6),
+                        "worst_layer": table["layer"].iloc[worst], "worst_ratio": round(float(ratio[worst]), 4)})
+    return out
+
+
+def depthwise_bandwidth(df: pd.DataFrame, config: str, net: Iterable[ConvLayer], batch: int,
+                        hbm_tbps: float | None) -> pd.DataFrame:
+    """The depthwise layers of ``net`` in ``config``'s latest run of ``df`` (``BANDWIDTH_COLUMNS``): memory-bound, so
+    judged by the bandwidth they reach as well as by cuDNN's time. Per layer, the rules' kernel and cuDNN's faster
+    layout (the measurement taken with it, ``measured_with``): time, GB/s (the workload's bytes, input, filter and
+    output once each, over the time) and that share of ``hbm_tbps`` (the GPU's HBM bandwidth, TB/s; None: NaN)."""
+    layers = {layer_shape(layer, batch): layer for layer in net if is_depthwise(layer)}
+    run = latest_run_where(df, _rules_rows(df, config) & df["shape"].isin(layers)) if len(df) else df
+    if run.empty:
+        return pd.DataFrame(columns=BANDWIDTH_COLUMNS)
+    ours = run[_rules_rows(run, config) & run["shape"].isin(layers)]
+    theirs = measured_with(run, config).sort_values("median_ms").drop_duplicates("shape").set_index("shape")
+    peak = hbm_tbps * 1e3 if hbm_tbps else math.nan
+    rows = []
+    for r in ours.to_dict("records"):
+        v = theirs.loc[r["shape"]] if r["shape"] in theirs.index else None
+        rows.append({"layer": layers[r["shape"]].name, "count": layers[r["shape"]].count, "tvm_ms": r["median_ms"],
+                     "tvm_gbps": r["gbps"], "tvm_hbm": r["gbps"] / peak,
+                     "cudnn_ms": np.nan if v is None else v["median_ms"],
+                     "cudnn_gbps": np.nan if v is None else v["gbps"],
+                     "cudnn_hbm": np.nan if v is None else v["gbps"] / peak})
+    return pd.DataFrame(rows, columns=BANDWIDTH_COLUMNS)
+
+
+def layer_table(df: pd.DataFrame, net: Sequence[ConvLayer], batches: Mapping[str, int]) -> pd.DataFrame:
+    """Per layer of ``net`` (network order) its count and, per config of ``batches`` that ``df`` has rows of (each from
+    its latest run, ``per_layer``), the rules' time, cuDNN's and cuDNN / TVM (columns ``<config> ms``, ``<config>
+    cuDNN ms``, ``<config> cuDNN/TVM``); empty where a config has no row of the layer."""
+    out = pd.DataFrame({"layer": [layer.name for layer in net], "count": [layer.count for layer in net]})
+    for config, batch in batches.items():
+        table = per_layer(df, config, net, batch).set_index("layer") if len(df) else pd.DataFrame()
+        if table.empty:
+            continue
+        out[f"{config} ms"] = out["layer"].map(table["tvm_ms"])
+        out[f"{config} cuDNN ms"] = out["layer"].map(table["cudnn_ms"])
+        out[f"{config} cuDNN/TVM"] = out[f"{config} cuDNN ms"] / out[f"{config} ms"]
+    return out
+
+
+def recorded_networks(df: pd.DataFrame) -> pd.DataFrame:
+    """The latest row of each (network, config) of a ``networks.csv`` frame (``NETWORKS_COLUMNS``; a run id starts
+    with its start time, so the latest sorts last), in the order first recorded, with cuDNN / TVM."""
+    if df.empty:
+        return pd.DataFrame(columns=[*NETWORKS_COLUMNS, "cuDNN / TVM"])
+    order = df.drop_duplicates(["network", "config"])[["network", "config"]]
+    latest = df.sort_values("run_id", kind="stable").drop_duplicates(["network", "config"], keep="last")
+    out = order.merge(latest, on=["network", "config"])[NETWORKS_COLUMNS]
+    return out.assign(**{"cuDNN / TVM": out["cudnn_ms"] / out["tvm_ms"]})
