@@ -20,9 +20,11 @@ from tirbench.core.atomic import write_atomic
 from tirbench.core.errors import OneLineError
 from tirbench.core.paths import output_dir, project_root
 from tirbench.bench.network import config_tables, network_totals
+from tirbench.bench.networks import NOTEBOOK as NETWORKS_NOTEBOOK
 from tirbench.bench.results import native_runs
 from tirbench.core.machine import peak_for
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows
+from tirbench.report.networks import networks_html
 from tirbench.report.overview import percent_of_peak, summary
 from tirbench.report.published import labelled_results, recorded_rows, shown_variant
 from tirbench.workloads.resnet50 import RESNET50
@@ -33,8 +35,10 @@ MAIN_PLOTS = {"00_overview": "roofline_*.png", "01_vector_add": "vector_add_band
               "03_gemm_shapes": "gemm_padded.png", "03_gemm_tuning": "gemm_tuning_curves.png",
               "04_conv2d": "conv2d_big_layer.png", "05_conv2d_batch1": "conv2d_resnet50_batch1.png",
               "06_conv2d_tensorcore": "conv2d_fp16.png", "07_conv2d_int8": "conv2d_int8.png",
-              "08_resnet50": "resnet50_ratios.png", "09_relax_models": "relax_models_fp16.png"}
-#: The notebook whose entry is its whole-network table (``network_totals``), not per-shape lines.
+              "08_resnet50": "resnet50_ratios.png", "09_relax_models": "relax_models_fp16.png",
+              "10_networks": "networks_ratios.png"}
+#: The notebook whose entry is its whole-network table (``network_totals``), not per-shape lines; and notebook 10,
+#: whose entry is its five networks' table (``report.networks``).
 NETWORK = "08_resnet50"
 #: What a rate counted in the direct convolution's FLOPs says for a kernel that does fewer (Winograd).
 FEWER_FLOPS = ("rate = the direct convolution's FLOPs / its time; a Winograd kernel does fewer FLOPs, so no % of "
@@ -133,7 +137,7 @@ def index_html(out: Path, root: Path) -> str:
                  f'alt="{html.escape(stem)}: {html.escape(plot.name)}" width="320"></a>' if plot else
                  "<small>no plot</small>")
         df = recorded_rows(recorded, stem)
-        heads = (network_html(df) if stem == NETWORK else
+        heads = (network_html(df) if stem == NETWORK else networks_html(root) if stem == NETWORKS_NOTEBOOK else
                  "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in headlines(s, stem, df)) + "</ul>")
         rows.append(f"<tr><td>{link}</td><td>{heads}</td><td>{thumb}</td></tr>")
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tirbench reports</title><style>"

@@ -37,6 +37,9 @@ from tirbench.workloads.conv_geometry import parse_conv_shape
 
 #: Below this many FLOP per byte a kernel streams memory: it is rated in GB/s.
 STREAMING_BELOW = 1.0
+#: Notebooks the per-shape summary (table and roofline) leaves out: their own tables publish their rows (10_networks:
+#: some 300 layer shapes of five networks, as per-network tables and its networks.csv).
+OWN_TABLES = ("10_networks",)
 #: How the three kinds of kernel are drawn on the roofline: (label, marker, face colour; None = the workload's).
 KINDS = {"hand": ("best hand schedule", "o", None), "ms": ("MetaSchedule", "^", None),
          "vendor": ("vendor library", "s", "black")}
@@ -99,7 +102,8 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     vendor kernel with their rates, the ratios to the vendor (of the same run where it has one; ``vendor run`` names
     it where not the best TVM kernel's; a vendor row is native to its GPU, so rows built for an older architecture
     have none) and the best TVM kernel's % of peak. ``gpu_shown`` names the GPU as tables do (``results.gpu_label``),
-    ``ptx`` says whether the rows ran as PTX."""
+    ``ptx`` says whether the rows ran as PTX. The notebooks of ``OWN_TABLES`` are left out."""
+    df = df[~df["notebook"].isin(OWN_TABLES)] if len(df) else df
     if df.empty:
         return pd.DataFrame()
     rows = []

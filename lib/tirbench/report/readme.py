@@ -9,8 +9,9 @@ against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32
 03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
 cuDNN, and their errors from ``winograd_error.csv``), ``resnet50-network`` (notebook 08: ResNet-50's convolutions as
 a whole network, the conv rules against cuDNN per run, each from its latest run, and MetaSchedule's ``rules`` space on
-the fp32 layers), ``which-gpus`` (per architecture: example GPUs, the families it builds from their ``needs``, and
-whether recorded rows ran code built for it natively or as PTX) and ``tuning-throughput`` (``results/tuning/throughput.csv``, each run marked by whether today's
+the fp32 layers), ``networks`` (notebook 10: five networks' convolutions as whole networks, from its
+``networks.csv``, ``report.networks``), ``which-gpus`` (per architecture: example GPUs, the families it builds from
+their ``needs``, and whether recorded rows ran code built for it natively or as PTX) and ``tuning-throughput`` (``results/tuning/throughput.csv``, each run marked by whether today's
 databases come from it) when the README has that section; nothing is typed by hand. Each table is read from the
 latest run that has its rows (a run of part of a notebook leaves the rest in place), never mixes runs timed before
 and after ``published.CUDA_EVENTS_SINCE``, and ends with a caption naming the notebook's file, run, GPU and date; a
@@ -36,6 +37,7 @@ from tirbench.compile import model_results
 from tirbench.core.errors import OneLineError
 from tirbench.core.gpu import EXAMPLE_GPUS, REFERENCE_GPU
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows, headline_sentence
+from tirbench.report.networks import networks_table
 from tirbench.report.published import (EVALUATOR, EVENTS, SEED, caption, labelled_results, recorded_rows, shown_variant,
                                        timing)
 from tirbench.report.tuning_runs import runs_behind_databases, unrecorded_databases
@@ -361,7 +363,7 @@ def which_gpus_table(root: Path) -> str:
 
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
             "tuning-throughput": throughput_table, "which-gpus": which_gpus_table,
-            "relax-models": relax_models_table}
+            "relax-models": relax_models_table, "networks": networks_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
