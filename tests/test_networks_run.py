@@ -6,6 +6,7 @@ parameters refused in one line."""
 import csv
 import html
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pandas as pd
@@ -286,3 +287,46 @@ def test_the_notebooks_parameters_are_refused_in_one_line(name, value, message):
     with pytest.raises(ParameterError) as err:
         exec(cells[1].source, space)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_the_notebooks_gpu_path_with_stand_ins_for_the_gpu(tmp_path, monkeypatch, capsys):
+    """The cells a CPU run skips, run with the GPU stood in for (invented times, as make run-all stages them): every
+    ConvNeXt-T layer with a recorded choice is measured beside cuDNN, the others are named with the command that
+    records them; networks.csv, choices.csv, the rows and the figure are staged."""
+    from tirbench.bench import session as session_module
+
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.setenv("TIRBENCH_ROOT", str(tmp_path))
+    monkeypatch.setenv("TIRBENCH_STAGE_DIR", str(tmp_path / "stage"))
+    monkeypatch.setattr(session_module, "has_cuda_gpu", lambda: True)
+    device = SimpleNamespace(gpu="NVIDIA H200", driver="580", tvm_version="0.27", compute_capability="9.0",
+                             describe=lambda: "NVIDIA H200")
+    monkeypatch.setattr(session_module, "DeviceInfo", SimpleNamespace(detect=lambda: device))
+
+    def timed(wl, ms, variant, provider="tvm"):
+        return Measurement(wl, variant, provider, Timing(ms, ms, ms, 5), verified=True)
+
+    def replay(wls, choices, *, now, target, repeats, seed):   # the last layer has no recorded choice
+        return [None if i == len(wls) - 1 else Choice("nchw_gemm", {}, 2.0, timed(wl, 0.01 * (i + 1), "nchw_gemm"),
+                                                      replayed=True) for i, wl in enumerate(wls)]
+
+    cells = [c.source for c in nbformat.read(ROOT / "notebooks" / "10_networks.ipynb", as_version=4).cells
+             if c.cell_type == "code"]
+    space: dict = {"display": print}
+    exec(cells[0], space)
+    space["networks"] = ["convnext_tiny"]
+    exec(cells[1], space)
+    space.update(start_build_workers=lambda target: 0.0, replay_or_choose=replay,
+                 CudnnBest=lambda record, **kw: runner.CudnnBest(record, measure=lambda wl, channels_last, **_: timed(
+                     wl, 0.02 - 0.005 * channels_last, f"cudnn_{channels_last}", "cudnn"), **kw))
+    for source in cells[2:]:
+        exec(source, space)
+    out = capsys.readouterr().out
+    assert "fp16: 7 of 8 layers verified and timed beside cuDNN" in out and "int8: 3 of 4 layers" in out
+    assert "`python -m tirbench.bench.networks choose convnext_tiny --config fp16` records them" in out
+    stage = tmp_path / "stage" / "10_networks"
+    summary = pd.read_csv(stage / "networks.csv")
+    assert list(summary["config"]) == ["fp32", "fp16", "int8"] and list(summary["layers"]) == [7, 7, 3]
+    assert (stage / "networks_ratios.png").exists() and len(pd.read_csv(stage / "choices.csv")) == 7 + 7 + 3
+    rows = pd.read_csv(stage / "results.csv")
+    assert rows["verified"].all() and (rows["variant"] == "rules").sum() == 17

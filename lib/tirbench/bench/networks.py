@@ -33,6 +33,7 @@ from typing import Callable, Iterator, Mapping, NoReturn, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import FuncFormatter
 import tvm
 
 from tirbench.bench.baselines import cudnn_conv2d
@@ -205,7 +206,9 @@ def networks_figure(df: pd.DataFrame, nets: Mapping[str, Sequence[ConvLayer]], b
         ax.axhline(1, color="black", linestyle="--", linewidth=1, label="cuDNN")
         if worst is not None:
             ax.set_yscale("log")
-            ax.annotate(worst[2], (worst[1], worst[0]), fontsize=7, xytext=(4, -10), textcoords="offset points")
+            for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+                axis(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.annotate(worst[2], (worst[1], worst[0]), fontsize=7, xytext=(5, 3), textcoords="offset points")
         ax.set_xlim(-1, len(net))
         ax.set_title(f"{name}: {len(net)} distinct convolutions", fontsize=10)
         ax.set_ylabel("cuDNN / TVM")
