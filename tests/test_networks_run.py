@@ -257,7 +257,9 @@ def test_choosing_stops_before_the_time_limit_and_the_same_command_goes_on(tmp_p
     assert fp32 == {layer_shape(layer, 1) for layer in CONVNEXT_TINY} - {last}
     assert len([r for r in rows if r["dtype"] == "int8"]) == 4   # its depthwise layers: no int8 workload
     assert "1 layers got no verified kernel" in capsys.readouterr().out
-    assert runner.pending([layer_workload(CONVNEXT_TINY[-1], "fp32", 1)], runner.choices_for(tmp_path, "sm_90a"))
+    recorded, choices = layer_workload(CONVNEXT_TINY[0], "fp32", 1), runner.choices_for(tmp_path, "sm_90a")
+    assert runner.pending([layer_workload(CONVNEXT_TINY[-1], "fp32", 1), recorded], choices)[0].shape == last
+    assert runner.pending([recorded], choices, stale=True) == [recorded]   # chosen among no families: stale
 
 
 def test_a_chunk_is_sized_by_the_last_chunks_seconds_a_layer():
