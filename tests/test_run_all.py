@@ -54,7 +54,7 @@ def test_a_notebook_that_does_not_exist_is_one_line_listing_those_that_do(no_run
     assert err.count("\n") == 1 and no_run == []
     assert err.startswith("run-all: no notebook notebooks/99_nope.ipynb; the notebooks are (in notebooks/): "
                           "00_overview.ipynb, 01_vector_add.ipynb, ")
-    assert "08_resnet50.ipynb, 09_relax_models.ipynb; nothing was run" in err
+    assert "09_relax_models.ipynb, 10_networks.ipynb; nothing was run" in err
 
 
 @pytest.mark.parametrize("argv, message", [
