@@ -10,8 +10,9 @@ Where a stock trial's time goes besides the search and the measurement (see ``do
   every measurement, one candidate after the other.
 
 ``PersistentBuilder`` keeps one pool for the whole process (every chunk, every shape of one dtype and space): the
-imports are paid once per worker. Its workers build under the target's scope and export a shared library, linked
-there, in parallel: the runner only loads it. On a machine whose TVM has its CUDA runtime (the GPU host), building a
+imports are paid once per worker, and its workers start (and import) as soon as it is made, while the tuning process
+starts its runner, not when the first candidates are waiting. Its workers build under the target's scope and export
+a shared library, linked there, in parallel: the runner only loads it. On a machine whose TVM has its CUDA runtime (the GPU host), building a
 CUDA module compiles the CUDA source right away (NVRTC, ``tvm_callback_cuda_compile``), so the library carries a
 cubin and nothing is compiled when the runner loads it; under the target's scope that compile takes the arch from
 the target instead of asking device 0. (Where TVM has no CUDA runtime, as on this suite's CPU machines, the module
@@ -68,6 +69,11 @@ def build_candidate(as_built: Callable[[tvm.IRModule, dict], tuple[tvm.IRModule,
     return build_with_config(config, mod, target, params)
 
 
+def _started() -> None:
+    """A builder worker's first job: nothing, once it has imported this module (what a build needs) and run the
+    pool's initializer."""
+
+
 def _build_and_export(job: tuple[BuildFn, tvm.IRModule, tvm.target.Target]) -> str:
     f_build, mod, target = job
     rt_mod = call_timed("build", f_build, mod, target, None)
@@ -83,8 +89,11 @@ class PersistentBuilder(ms.builder.PyBuilder):
         super().__init__()
         self.f_build = f_build
         self.timeout_sec = timeout_sec
-        self.pool = PopenPoolExecutor(max_workers=max_workers or cpu_count(logical=True), timeout=timeout_sec,
-                                      initializer=initializer, maximum_process_uses=MAX_BUILDS_PER_WORKER)
+        workers = max_workers or cpu_count(logical=True)
+        self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_sec, initializer=initializer,
+                                      maximum_process_uses=MAX_BUILDS_PER_WORKER)
+        for _ in range(workers):   # each starts its process now, in the background (see the module docstring)
+            self.pool.submit(_started)
 
     def build(self, build_inputs: list[ms.builder.BuilderInput]) -> list[ms.builder.BuilderResult]:
         results = []
