@@ -16,12 +16,16 @@ MetaSchedule's own builder and measurement. ``--rpc HOST:PORT:KEY`` measures on 
 with that tracker (``tirbench.tuning.rpc.cluster`` starts a tracker and a server per GPU); the tracker, the key and
 the address are checked before any database is opened. Bad input, no GPU, no tracker: one line, exit status 2.
 Every run appends a row per tuned workload to a throughput file (``tirbench.tuning.throughput.path_for_run``).
+A process that runs ``main`` again and again (``tirbench.tuning.warm``) passes it a ``Tools``: the builder and runner
+one run made serve the next run of the same kind, so their worker processes start once.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NoReturn
@@ -164,19 +168,40 @@ def start_run(a: argparse.Namespace) -> tuple[list[Workload], Run]:
                           run_id=new_run_id(now))
 
 
+@dataclass
+class Tools:
+    """A builder and runner kept from one ``main`` to the next in one process (``tirbench.tuning.warm``), with the GPU
+    they measure on and what they were made for (``tools_key``)."""
+
+    key: tuple = ()
+    gpu: str | None = None
+    builder: ms.builder.Builder | None = None
+    runner: ms.runner.Runner | None = None
+
+
+def tools_key(a: argparse.Namespace) -> tuple:
+    """What a run's builder and runner depend on: the workload kind, dtype, layout, tile, space, setup, target and
+    RPC tracker (one run shares them across its shapes)."""
+    return a.workload, a.dtype, a.layout, a.m, a.space, a.setup, a.target, a.rpc
+
+
 def make_tools(run: Run, wl: Workload) -> None:
-    """The run's builder and runner (once, for every workload: one dtype, one space), and the GPU they measure on."""
+    """The run's builder and runner (once, for every workload: one dtype, one space), and the GPU they measure on.
+    The builder's workers start in the background; while the runner's worker starts, this process registers TVM's
+    tensor intrinsics (``TuneContext`` imports them before any search: 4-7 s on a CPU host)."""
     if run.target_kind == "llvm":
         run.gpu = "cpu"
     else:
         run.gpu = require_cuda_gpu().device_name if run.address is None else tracker.remote_gpu_name(run.address)
-    t_builder = time.monotonic()
+    t0 = time.monotonic()
     run.builder = make_builder(wl, run.space, run.setup)
-    t_runner = time.monotonic()
-    run.runner = (make_rpc_runner(run.setup, run.address, run.servers) if run.address
-                  else make_local_runner(run.setup))
+    with ThreadPoolExecutor(1) as pool:
+        runner = pool.submit(lambda: make_rpc_runner(run.setup, run.address, run.servers) if run.address
+                             else make_local_runner(run.setup))
+        importlib.import_module("tvm.s_tir.tensor_intrin")
+        run.runner = runner.result()
     print(f"[tuning] {run.setup} setup on {run.servers} x {run.gpu} ({'rpc' if run.address else 'local'} runner): "
-          f"builder made in {t_runner - t_builder:.1f} s, runner in {time.monotonic() - t_runner:.1f} s", flush=True)
+          f"builder, runner and tensor intrinsics ready in {time.monotonic() - t0:.1f} s", flush=True)
 
 
 def tune_workload(run: Run, wl: Workload, trials: int, chunk: int) -> None:
@@ -206,13 +231,21 @@ def tune_workload(run: Run, wl: Workload, trials: int, chunk: int) -> None:
             "best_gflops": round(float(best.iloc[-1]), 2)}])
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, tools: Tools | None = None) -> int:
+    """The CLI; ``tools``: a builder and runner to reuse where they were made for the same ``tools_key``, and where
+    this run's are kept for the next."""
     p = build_parser()
     a = p.parse_args(argv)
     try:
         workloads, run = start_run(a)
+        key = tools_key(a)
+        if tools is not None and tools.key == key:
+            run.gpu, run.builder, run.runner = tools.gpu, tools.builder, tools.runner
+            print(f"[tuning] the builder and runner of this process's last run, on {run.gpu}", flush=True)
         for wl in workloads:
             tune_workload(run, wl, a.trials, a.chunk)
+        if tools is not None and run.builder is not None:
+            tools.key, tools.gpu, tools.builder, tools.runner = key, run.gpu, run.builder, run.runner
     except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
         p.exit(2, f"{p.prog}: error: {err}\n")
     return 0
