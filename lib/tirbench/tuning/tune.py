@@ -105,16 +105,20 @@ def _finish_chunk(wl: Workload, work_dir: Path, space: DesignSpace, bar: BestBar
 
 def _seed(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.target.Target, bar: BestBar,
           builder: ms.builder.Builder, runner: ms.runner.Runner) -> None:
-    """Before the first chunk of a space with seeds: measure and commit them (``seeds.seed_database``)."""
+    """Before the first chunk of a space with seeds: measure and commit them (``seeds.seed_database``), and say how
+    long that took and the builder workers' and the runner's share of it."""
+    t0, offset = time.monotonic(), phases.log_size()
     schedules = space.seeds(wl)
     n = seed_database(wl, work_dir, schedules, space_generator=space.generator(wl), target=target, builder=builder,
                       runner=ReuseRunner(runner, work_dir))
+    took = phases.totals(phases.start_log(), offset).set_index("phase")["seconds"]
     sync_history(work_dir)
     bar.update(n)
     if (best := best_tflops(work_dir, wl.flops)) is not None:
         bar.offer(best)
-    bar.write(f"[tuning] {_label(wl, space)}: {n} of {len(schedules)} seeds measured, best "
-              f"{'-' if best is None else f'{best:,.2f} TFLOP/s'}")
+    bar.write(f"[tuning] {_label(wl, space)}: {n} of {len(schedules)} seeds measured in {time.monotonic() - t0:.1f} s "
+              f"(builds {took.get('build', 0.0):.1f} s summed over the workers, measurements "
+              f"{took.get('measure', 0.0):.1f} s), best {'-' if best is None else f'{best:,.2f} TFLOP/s'}")
     if n == 0:
         raise RuntimeError(f"no seed of {_label(wl, space)} built and ran (see {work_dir / 'logs'})")
 
