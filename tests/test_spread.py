@@ -1,17 +1,21 @@
 """Tuning spread over a Dask cluster (``tirbench.tuning.spread``) on a CPU: a network becomes one task per layer;
 two llvm workers tune three workloads into their databases, one worker killed mid-task (Dask re-runs its task on
 the other, which resumes from the database: nothing tuned is lost) and a row is appended; a second run resumes (nothing
-to tune, no row); the local scheduler and workers leave no process behind; bad input is one line."""
+to tune, no row); the local scheduler and workers leave no process behind; bad input is one line. A worker's tuning
+process (``tirbench.tuning.warm``) runs one task after the other, and one killed mid-task is replaced and the task
+completes."""
 import os
+import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import psutil
 import pytest
 
-from tirbench.tuning import spread
+from tirbench.tuning import spread, warm
 from tirbench.tuning.builders import TASK_CORES_ENV, task_cores
 from tirbench.tuning.history import history_trials, trials_done
 from tirbench.workloads.resnet50 import RESNET50
@@ -46,9 +50,21 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert exit_.value.code == 2 and message in err and len(err.splitlines()) == 1
 
 
-def _kill_worker_mid_task(name: str, tasks: list[spread.Task], killed: dict) -> None:
-    """Wait for Dask worker ``name``'s tuning process to have measured a chunk of its task, then SIGKILL the
-    worker's whole process group (nanny, worker, tuning process); ``killed`` gets the task and its records then."""
+def _task_in_hand(proc: psutil.Process, tasks: list[spread.Task], trials: int) -> spread.Task | None:
+    """The task a worker's tuning process has open (its log, ``task-NN.log``) with some but not all of its
+    ``trials`` measured; None if none."""
+    try:
+        if "tirbench.tuning.warm" not in proc.cmdline():
+            return None
+        logs = [m for f in proc.open_files() if (m := re.fullmatch(r"task-(\d+)\.log", Path(f.path).name))]
+    except psutil.Error:
+        return None
+    return next((tasks[int(m[1])] for m in logs if 0 < trials_done(tasks[int(m[1])].work_dir) < trials), None)
+
+
+def _kill_worker_mid_task(name: str, tasks: list[spread.Task], trials: int, killed: dict) -> None:
+    """Wait for Dask worker ``name``'s tuning process to have measured part of a task, then SIGKILL the worker's
+    whole process group (nanny, worker, tuning process, its builders); ``killed`` gets the task and its records then."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not killed:
         for proc in psutil.process_iter(["cmdline"]):
@@ -57,12 +73,8 @@ def _kill_worker_mid_task(name: str, tasks: list[spread.Task], killed: dict) -> 
                 continue
             group = proc.pid   # the worker was started in a session of its own
             for child in proc.children(recursive=True):
-                try:
-                    args = tuple(child.cmdline())
-                except psutil.Error:
-                    continue
-                task = next((t for t in tasks if args[-len(t.argv):] == t.argv), None)
-                if task is not None and trials_done(task.work_dir) > 0:
+                task = _task_in_hand(child, tasks, trials)
+                if task is not None:
                     killed.update(task=task, run_s=[t.run_s for t in history_trials(task.work_dir)])
                     os.killpg(group, signal.SIGKILL)
                     return
@@ -75,7 +87,7 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
             "1", "--target", "llvm", "--db", str(tmp_path / "db")]
     tasks, _ = spread.split_tasks(argv[2:])
     killed: dict = {}
-    killer = threading.Thread(target=_kill_worker_mid_task, args=("gpu-1", tasks, killed), daemon=True)
+    killer = threading.Thread(target=_kill_worker_mid_task, args=("gpu-1", tasks, 2, killed), daemon=True)
     killer.start()
     assert spread.main(argv) == 0   # Dask re-ran the dead worker's task on the other one
     killer.join()
@@ -106,3 +118,44 @@ def test_the_local_cluster_leaves_no_process_behind(tmp_path):
     for pgid in groups:
         with pytest.raises(ProcessLookupError):
             os.killpg(pgid, 0)
+
+
+@pytest.fixture(scope="module")
+def tuner():
+    process = warm.TuningProcess()
+    yield process
+    process.close()
+
+
+def _gemm_task(size: int, trials: int, db: Path) -> list[str]:
+    return ["gemm", str(size), str(size), str(size), "--trials", str(trials), "--chunk", "1", "--target", "llvm",
+            "--db", str(db)]
+
+
+def test_a_workers_tasks_run_one_after_the_other_in_one_tuning_process(tuner, tmp_path):
+    pids = []
+    for size in (16, 24):
+        assert tuner.run(_gemm_task(size, 1, tmp_path), str(tmp_path / f"task-{size}.log")) == 0
+        pids.append(tuner.pid)
+    assert pids[0] == pids[1] and pids[0] is not None
+    first, second = ((tmp_path / f"task-{size}.log").read_text() for size in (16, 24))
+    assert "ready in" in first and "16x16x16" in first and "24x24x24" not in first
+    assert "of this process's last run" in second and "24x24x24" in second and "16x16x16" not in second
+
+
+def test_a_tuning_process_killed_mid_task_is_replaced_and_the_task_completes(tuner, tmp_path):
+    argv, log = _gemm_task(20, 3, tmp_path), tmp_path / "task.log"
+    tasks, _ = spread.split_tasks(argv)
+    work_dir = tasks[0].work_dir
+    done: list[int] = []
+    task = threading.Thread(target=lambda: done.append(tuner.run(argv, str(log))))
+    task.start()
+    deadline = time.monotonic() + 120
+    while trials_done(work_dir) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run_s, before = [t.run_s for t in history_trials(work_dir)], tuner.pid
+    os.kill(before, signal.SIGKILL)
+    task.join()
+    assert done == [0] and tuner.pid != before and trials_done(work_dir) == 3
+    assert [t.run_s for t in history_trials(work_dir)][:len(run_s)] == run_s and run_s
+    assert "running the task again in a new one" in log.read_text()

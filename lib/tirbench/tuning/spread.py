@@ -7,11 +7,14 @@
 Why tasks and not measurements: a trial is 0.5-1.5 s of search and 0.5 s of build for 0.01-0.08 s of measurement,
 so spreading the measurements over GPUs (TVM's RPC tracker, ``tuning.rpc.cluster``, still the way to measure on a GPU
 of another machine) cannot make tuning faster; every GPU needs its own search and its own builders. Here each
-workload is a task: the tuning CLI (``python -m tirbench.tuning``) for that workload alone, in a process of its own
-on a Dask worker that owns one GPU (``resources={"GPU": 1}``), its builds and its search's threads on that worker's
-share of the host's cores (``TIRBENCH_TASK_CORES``). It tunes into the database ``tuning.replay`` reads; one whose
-database already holds the trials returns at once, so a run resumes where the last one stopped, and a task whose worker dies is re-run by
-Dask elsewhere and resumes from its database (no queue or retry of our own).
+workload is a task: the tuning CLI (``python -m tirbench.tuning``) for that workload alone, run by a Dask worker
+that owns one GPU (``resources={"GPU": 1}``) in the worker's one long-lived tuning process (``tuning.warm``), which
+keeps its imports, builder workers and runner from task to task: a fresh process per task would pay them every time
+(7 s a task on a CPU, most of a 50 s task on a GPU host). Its builds and its search's threads run on that worker's
+share of the host's cores (``TIRBENCH_TASK_CORES``). A task tunes into the database ``tuning.replay`` reads; one
+whose database already holds the trials returns at once, so a run resumes where the last one stopped, and a task
+whose worker dies is re-run by Dask elsewhere and resumes from its database (the dead worker's tuning process dies
+with it). Dask hands a task to whichever worker is free (no queue of our own), so a faster GPU takes more of them.
 
 One host (no ``--scheduler``): ``LocalCluster`` starts ``dask scheduler`` and one ``dask worker`` per GPU as
 separate processes (``CUDA_VISIBLE_DEVICES`` set to its GPU, so CUDA is never initialised before a fork) and stops
@@ -23,12 +26,9 @@ a task that failed: one line each, exit 1.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime as dt
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -38,6 +38,7 @@ from tirbench.bench.results import new_run_id
 from tirbench.core.paths import project_root
 from tirbench.tuning.builders import TASK_CORES_ENV
 from tirbench.tuning.processes import Children, ClusterError, raise_interrupt
+from tirbench.tuning.warm import run_task
 
 #: The networks ``spread`` tunes by name: the tuning CLI's arguments for every distinct layer.
 NETWORKS = {"resnet50": "notebook 08's 23 fp32 batch-1 ResNet-50 layers, NCHW, in the `rules` space"}
@@ -87,36 +88,6 @@ def split_tasks(argv: list[str]) -> tuple[list[Task], argparse.Namespace]:
     tasks = [Task(f"{wl.name} {wl.shape}", (a.workload, *map(str, a.sizes[i * group:(i + 1) * group]), *options),
                   run.work_dir(wl)) for i, wl in enumerate(workloads)]
     return tasks, a
-
-
-def _die_with_parent() -> None:
-    """In the tuning process: be sent SIGTERM when the worker that started it dies (Linux ``PR_SET_PDEATHSIG``), so
-    a task Dask re-runs elsewhere never has a second writer on its database."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-
-
-def run_task(argv: list[str], log: str) -> dict[str, object]:
-    """What a Dask worker runs for one task: the tuning CLI for one workload in a process of its own, its output
-    appended to ``log``; the host, the GPU's name (``cpu`` for ``--target llvm``) and the wall time. A RuntimeError
-    with the log's last line if the CLI fails."""
-    t0 = time.monotonic()
-    with open(log, "a") as out:
-        rc = subprocess.run([sys.executable, "-m", "tirbench.tuning", *argv], stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent).returncode
-    if rc != 0:
-        lines = Path(log).read_text().strip().splitlines()
-        raise RuntimeError(f"exit status {rc}: {lines[-1] if lines else 'no output'} (log: {log})")
-    return {"host": socket.gethostname(), "gpu": gpu_name(llvm="llvm" in argv), "seconds": time.monotonic() - t0}
-
-
-def gpu_name(*, llvm: bool) -> str:
-    """The name of the GPU this worker sees (``nvidia-smi`` on its ``CUDA_VISIBLE_DEVICES``), ``cpu`` for a CPU run."""
-    if llvm:
-        return "cpu"
-    device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", device],
-                         capture_output=True, text=True, timeout=30)
-    return out.stdout.strip() or "unknown GPU"
 
 
 class LocalCluster(Children):

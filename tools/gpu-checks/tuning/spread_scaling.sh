@@ -44,7 +44,8 @@ case "${1:-}" in
     touch "$WORK/DONE"
     ;;
   kill)  # three s4 layers x 16 trials (chunks of 8) on 2 GPUs into fresh databases; worker gpu-1 killed (its whole process group)
-         # 20 s into its first tuning process; Dask re-runs that task on gpu-0, which resumes from the database
+         # 20 s after its tuning process (tirbench.tuning.warm) started; Dask re-runs that task on gpu-0, which resumes
+         # from the database
     layers=(1 2048 7 7 512 1 1 1 0  1 512 7 7 2048 1 1 1 0  1 512 7 7 512 3 3 1 1)
     rm -rf "$WORK/kill" && mkdir -p "$WORK/kill" && cp -r lib "$WORK/kill/"
     cd "$WORK/kill" || exit 2
@@ -53,7 +54,7 @@ case "${1:-}" in
     spread_pid=$!
     for _ in $(seq 300); do
       group=$(pgrep -f -- "--name gpu-1" | head -1)
-      [ -n "$group" ] && pgrep -g "$group" -f "tirbench.tuning conv2d" >/dev/null && break
+      [ -n "$group" ] && pgrep -g "$group" -f "tirbench.tuning.warm" >/dev/null && break
       sleep 1
     done
     sleep 20
