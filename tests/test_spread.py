@@ -81,7 +81,7 @@ def _kill_worker_mid_task(name: str, tasks: list[spread.Task], trials: int, kill
         time.sleep(0.2)
 
 
-def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, monkeypatch):
+def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(spread, "project_root", lambda: tmp_path)
     argv = ["--gpus", "2", "gemm", "32", "32", "32", "48", "48", "48", "40", "40", "40", "--trials", "2", "--chunk",
             "1", "--target", "llvm", "--db", str(tmp_path / "db")]
@@ -91,6 +91,7 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     killer.start()
     assert spread.main(argv) == 0   # Dask re-ran the dead worker's task on the other one
     killer.join()
+    assert re.search(r"3 of 3 tasks done on 2 GPU\(s\), 1 host\(s\), in [12] tuning process", capsys.readouterr().out)
     assert killed, "worker gpu-1 never ran a task that measured a chunk"
     assert [trials_done(t.work_dir) >= 2 for t in tasks] == [True, True, True]
     after = [t.run_s for t in history_trials(killed["task"].work_dir)]

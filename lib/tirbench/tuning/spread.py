@@ -188,8 +188,9 @@ def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> i
     new = sum(trials_done(t.work_dir) for t in tasks) - before
     for line in failed:
         print(f"[spread] failed: {line}", file=sys.stderr)
-    print(f"[spread] {len(results)} of {len(tasks)} tasks done on {gpus} GPU(s), {hosts} host(s): {new} new trials "
-          f"in {wall:.0f} s ({60 * new / wall:.1f} trials/min); logs: {log_dir}")
+    processes = len({(r["host"], r["pid"]) for r in results})
+    print(f"[spread] {len(results)} of {len(tasks)} tasks done on {gpus} GPU(s), {hosts} host(s), in {processes} "
+          f"tuning process(es): {new} new trials in {wall:.0f} s ({60 * new / wall:.1f} trials/min); logs: {log_dir}")
     if new > 0 and results:
         now = dt.datetime.now(dt.timezone.utc)
         append_row(row_path(project_root(), tasks, gpu=a.target == "cuda"), {
