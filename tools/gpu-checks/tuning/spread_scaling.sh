@@ -7,8 +7,9 @@
 #   first call:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh start && \
 #                bash tools/gpu-checks/tuning/spread_scaling.sh wait 560
 #   next calls:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh wait 590
-# wait SECONDS: wait that long or until every run has ended, print their progress, and leave $OUT/scaling.tgz: each
-# copy's results/tuning/network_tuning.csv and databases (scale/G/...). Unpack it here under build/:
+# wait SECONDS: wait that long or until every run has ended, print their progress (and how many tasks started a
+# tuning process: one per GPU where the workers stay warm), and leave $OUT/scaling.tgz: each copy's
+# results/tuning/network_tuning.csv, databases and task logs (scale/G/...). Unpack it here under build/:
 #   tar xzf scaling.tgz -C /work/main/build
 # then append the rows to results/tuning/network_tuning.csv and copy scale/4's databases into results/tuning/conv2d
 # for notebook 08's MetaSchedule column (its replay against the 1-GPU databases' is the issue's check).
@@ -44,8 +45,8 @@ case "${1:-}" in
     touch "$WORK/DONE"
     ;;
   kill)  # three s4 layers x 16 trials (chunks of 8) on 2 GPUs into fresh databases; worker gpu-1 killed (its whole process group)
-         # 20 s after its tuning process (tirbench.tuning.warm) started; Dask re-runs that task on gpu-0, which resumes
-         # from the database
+         # once its tuning process (tirbench.tuning.warm) runs and a task has records; Dask re-runs its task on gpu-0,
+         # which resumes from the database
     layers=(1 2048 7 7 512 1 1 1 0  1 512 7 7 2048 1 1 1 0  1 512 7 7 512 3 3 1 1)
     rm -rf "$WORK/kill" && mkdir -p "$WORK/kill" && cp -r lib "$WORK/kill/"
     cd "$WORK/kill" || exit 2
@@ -57,7 +58,11 @@ case "${1:-}" in
       [ -n "$group" ] && pgrep -g "$group" -f "tirbench.tuning.warm" >/dev/null && break
       sleep 1
     done
-    sleep 20
+    for _ in $(seq 90); do   # until a task has records (its seeds), then a little more
+      [ -n "$(find db -name database_tuning_record.json -size +0 2>/dev/null)" ] && break
+      sleep 1
+    done
+    sleep 5
     echo "trials per task before the kill: $(find db -name database_tuning_record.json -exec wc -l {} + | head -3)"
     echo "killing worker gpu-1 (process group $group): $(ps -o pid=,args= -g "$group" | grep -c .) processes"
     kill -9 -- "-$group"
@@ -73,11 +78,19 @@ case "${1:-}" in
     for log in "$WORK"/run_*.log; do
       [ -e "$log" ] && { echo "== $log"; tr '\r' '\n' <"$log" | grep -E "^\[spread\]|rror|Killed" | tail -8; }
     done
+    for g in $GPUS; do   # warm workers: G tasks start a tuning process (builder, runner, tensor intrinsics), the rest reuse it
+      logs=$(ls "$WORK/$g"/build/spread/*/task-*.log 2>/dev/null) || continue
+      lines=$(cat $logs | tr '\r' '\n')
+      ready=$(grep -o 'ready in [0-9.]* s' <<<"$lines" | awk '{print $3}' | paste -sd' ')
+      seeds=$(grep -o 'seeds measured in [0-9.]* s' <<<"$lines" | awk '{print $4}' | paste -sd' ')
+      echo "$g GPU(s): $(grep -l 'ready in' $logs | wc -l) of $(wc -l <<<"$logs") tasks started a tuning process," \
+        "ready in $ready s; seeds measured in $seeds s"
+    done
     for log in "$WORK/replay.log" "$WORK/kill.log"; do [ -e "$log" ] && { echo "== $log"; tail -30 "$log"; }; done
     [ -e "$WORK/DONE" ] && echo "every run ended" || echo "runs go on"
     (cd "$WORK" && tar czf "${OUT:-/tmp}/scaling.tgz" --exclude=logs $(ls replay.csv replay.log kill.log 2>/dev/null) \
       $(for g in $GPUS; do [ -d "$g" ] && (cd "$g" && ls -d results/tuning/network_tuning.csv \
-        results/tuning/conv2d/*_rulesspace 2>/dev/null | sed "s|^|$g/|"); done) \
+        results/tuning/conv2d/*_rulesspace build/spread 2>/dev/null | sed "s|^|$g/|"); done) \
       --transform 's|^|scale/|') && echo "scaling.tgz: unpack with: tar xzf scaling.tgz -C /work/main/build"
     ;;
   *) echo "usage: $0 start | wait SECONDS" >&2; exit 2 ;;
