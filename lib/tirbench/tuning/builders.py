@@ -12,11 +12,11 @@ Where a stock trial's time goes besides the search and the measurement (see ``do
 ``PersistentBuilder`` keeps one pool for the whole process (every chunk, every shape of one dtype and space): the
 imports are paid once per worker, and its workers start (and import) as soon as it is made, while the tuning process
 starts its runner, not when the first candidates are waiting. Its workers build under the target's scope and export
-a shared library, linked there, in parallel: the runner only loads it. On a machine whose TVM has its CUDA runtime (the GPU host), building a
-CUDA module compiles the CUDA source right away (NVRTC, ``tvm_callback_cuda_compile``), so the library carries a
-cubin and nothing is compiled when the runner loads it; under the target's scope that compile takes the arch from
-the target instead of asking device 0. (Where TVM has no CUDA runtime, as on this suite's CPU machines, the module
-keeps the source and the loading process compiles it: ``docs/tuning.md``.)
+a shared library, linked there, in parallel: the runner only loads it. On a machine whose TVM has its CUDA runtime
+(the GPU host), building a CUDA module compiles the CUDA source right away (NVRTC, ``tvm_callback_cuda_compile``),
+so the library carries a cubin and nothing is compiled when the runner loads it; under the target's scope that
+compile takes the arch from the target instead of asking device 0. (Where TVM has no CUDA runtime, as on this
+suite's CPU machines, the module keeps the source and the loading process compiles it: ``docs/tuning.md``.)
 """
 from __future__ import annotations
 

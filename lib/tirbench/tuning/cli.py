@@ -187,8 +187,8 @@ def tools_key(a: argparse.Namespace) -> tuple:
 
 def make_tools(run: Run, wl: Workload) -> None:
     """The run's builder and runner (once, for every workload: one dtype, one space), and the GPU they measure on.
-    The builder's workers start in the background; while the runner's worker starts, this process registers TVM's
-    tensor intrinsics (``TuneContext`` imports them before any search: 4-7 s on a CPU host)."""
+    The builder's workers start in the background; while the runner's worker starts, this process imports TVM's
+    tensor intrinsics (which the first ``TuneContext`` imports otherwise, before any seed or search)."""
     if run.target_kind == "llvm":
         run.gpu = "cpu"
     else:
@@ -236,16 +236,17 @@ def main(argv: list[str] | None = None, tools: Tools | None = None) -> int:
     this run's are kept for the next."""
     p = build_parser()
     a = p.parse_args(argv)
+    run = None
     try:
         workloads, run = start_run(a)
-        key = tools_key(a)
-        if tools is not None and tools.key == key:
+        if tools is not None and tools.key == tools_key(a):
             run.gpu, run.builder, run.runner = tools.gpu, tools.builder, tools.runner
             print(f"[tuning] the builder and runner of this process's last run, on {run.gpu}", flush=True)
         for wl in workloads:
             tune_workload(run, wl, a.trials, a.chunk)
-        if tools is not None and run.builder is not None:
-            tools.key, tools.gpu, tools.builder, tools.runner = key, run.gpu, run.builder, run.runner
     except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
         p.exit(2, f"{p.prog}: error: {err}\n")
+    finally:   # kept also where a workload failed: they are not what failed
+        if tools is not None and run is not None and run.builder is not None:
+            tools.key, tools.gpu, tools.builder, tools.runner = tools_key(a), run.gpu, run.builder, run.runner
     return 0
