@@ -133,7 +133,7 @@ def _gemm_task(size: int, trials: int, db: Path) -> list[str]:
             "--db", str(db)]
 
 
-def test_a_workers_tasks_run_one_after_the_other_in_one_tuning_process(tuner, tmp_path):
+def test_a_workers_tasks_run_one_after_the_other_in_one_tuning_process(tuner, tmp_path, monkeypatch):
     pids = []
     for size in (16, 24):
         assert tuner.run(_gemm_task(size, 1, tmp_path), str(tmp_path / f"task-{size}.log")) == 0
@@ -142,6 +142,10 @@ def test_a_workers_tasks_run_one_after_the_other_in_one_tuning_process(tuner, tm
     first, second = ((tmp_path / f"task-{size}.log").read_text() for size in (16, 24))
     assert "ready in" in first and "16x16x16" in first and "24x24x24" not in first
     assert "of this process's last run" in second and "24x24x24" in second and "16x16x16" not in second
+    monkeypatch.setattr(warm, "TUNER", tuner)
+    with pytest.raises(RuntimeError, match=r"exit status 2: .*error: gemm takes groups of 3 sizes"):   # one line
+        warm.run_task(["gemm", "16", "--trials", "1", "--target", "llvm"], str(tmp_path / "bad.log"))
+    assert tuner.pid == pids[0]   # and the process goes on
 
 
 def test_a_tuning_process_killed_mid_task_is_replaced_and_the_task_completes(tuner, tmp_path):
