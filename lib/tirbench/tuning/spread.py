@@ -14,7 +14,8 @@ keeps its imports, builder workers and runner from task to task: a fresh process
 share of the host's cores (``TIRBENCH_TASK_CORES``). A task tunes into the database ``tuning.replay`` reads; one
 whose database already holds the trials returns at once, so a run resumes where the last one stopped, and a task
 whose worker dies is re-run by Dask elsewhere and resumes from its database (the dead worker's tuning process dies
-with it). Dask hands a task to whichever worker is free (no queue of our own), so a faster GPU takes more of them.
+with it). Dask places the tasks and moves one still waiting to a worker that has run out (work stealing; no queue of
+our own), so a faster GPU takes more of them.
 
 One host (no ``--scheduler``): ``LocalCluster`` starts ``dask scheduler`` and one ``dask worker`` per GPU as
 separate processes (``CUDA_VISIBLE_DEVICES`` set to its GPU, so CUDA is never initialised before a fork) and stops
