@@ -56,7 +56,7 @@ CHOICES = Path("results") / NOTEBOOK / "choices.csv"
 NETWORKS_CSV = "networks.csv"
 ALSO = (Path("results") / "08_resnet50" / "choices.csv",)
 #: Seconds the rules take on a layer, per config, before a chunk has been timed: notebook 08's record on an H200
-#: (results/08_resnet50/choices.csv, sm_90a: 3.2, 15.0 and 4.5 s a layer for fp32, fp16, int8), rounded up.
+#: (results/08_resnet50/choices.csv, Hopper kernels: 3.2, 15.0 and 4.5 s a layer for fp32, fp16, int8), rounded up.
 SECONDS_PER_LAYER = {"fp32": 4.0, "fp16": 16.0, "int8": 6.0}
 #: A chunk is sized to take at most the time left / this (a chunk's layers may take longer than the last one's).
 SAFETY = 1.5
