@@ -145,7 +145,8 @@ def test_the_notebooks_own_rows_come_first_with_their_checks_and_splits(tmp_path
     rec = mr.recorded(tmp_path)
     assert list(rec.rows["median_ms"]) == [1.1] and len(rec.checks) == len(rec.splits) == 1
     assert rec.label().startswith(f"recorded run of results/{mr.NOTEBOOK}/results.csv: float32 run {RUN['run_id']}")
-    assert mr.split_table(rec.splits)["conv share %"].iloc[0] == 80.0
+    table = mr.split_table(rec.splits)
+    assert table["conv share %"].iloc[0] == 80.0 and table["kernels / call"].iloc[0] == round(1.0 / table["model_ms"].iloc[0], 2)
 
 
 def test_this_runs_results_are_shown_as_measured():

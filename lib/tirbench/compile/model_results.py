@@ -222,12 +222,15 @@ def checks_table(checks: pd.DataFrame) -> pd.DataFrame:
 def split_table(splits: pd.DataFrame) -> pd.DataFrame:
     """Where each TVM variant's time goes (``model_builds.kernel_split``): conv kernels against the rest, each
     kernel between CUDA events (no flush between them), the conv kernels' share, and the model's timed call (L2
-    flushed before it)."""
+    flushed before it), and the kernels' sum against that call (``kernels / call``: above 1 where the events cost
+    each kernel its overlap with the next one's start, which a model of many small kernels shows)."""
     if splits.empty:
         return pd.DataFrame()
     out = splits[["model", "dtype", "batch", "variant", "kernels", "conv_ms", "other_ms", "model_ms"]].copy()
     out["conv share %"] = 100 * out["conv_ms"] / (out["conv_ms"] + out["other_ms"])
-    return out.round({"conv_ms": 3, "other_ms": 3, "model_ms": 3, "conv share %": 1}).reset_index(drop=True)
+    out["kernels / call"] = (out["conv_ms"] + out["other_ms"]) / out["model_ms"]
+    return out.round({"conv_ms": 3, "other_ms": 3, "model_ms": 3, "conv share %": 1,
+                      "kernels / call": 2}).reset_index(drop=True)
 
 
 def _failure(check: pd.Series) -> str:
