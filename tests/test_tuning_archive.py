@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -202,22 +203,48 @@ def test_trimming_a_whole_model_database_keeps_each_tasks_fastest_and_the_replay
     assert trim_database(model_db) == 0
 
 
+def fake_tune_tasks(calls: list) -> Callable:
+    """A stand-in for ``ms.tune_tasks``: notes what it was asked (the tasks' names, trials in all and per task, the
+    task scheduler) and records ``max_trials_global`` made-up trials of its tasks in turn (each its
+    ``max_trials_per_task`` before the next where there is one), in MetaSchedule's JSON
+    database (opening it, as MetaSchedule does, needs the tasks' modules back in a trimmed database)."""
+    def tune_tasks(*, tasks, work_dir, max_trials_global, max_trials_per_task, task_scheduler, **_):
+        calls.append(([ctx.task_name for ctx in tasks], max_trials_global, max_trials_per_task, task_scheduler))
+        db = ms.database.JSONDatabase(work_dir=work_dir)
+        for i in range(max_trials_global):
+            mod = tasks[i // max_trials_per_task if max_trials_per_task else i % len(tasks)].mod
+            db.commit_tuning_record(ms.database.TuningRecord(split_matmul(mod, 2).trace, db.commit_workload(mod),
+                                                             [1e-5], LLVM,
+                                                             ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+    return tune_tasks
+
+
 def test_tuning_resumes_on_a_trimmed_whole_model_database_without_tuning_its_trials_again(model_db, monkeypatch):
     trim_database(model_db)
     done, kept, calls = trials_done(model_db), record_lines(model_db), []
-
-    def fake_tune_relax(mod, params, target, work_dir, *, max_trials_global, **_):
-        ms.database.JSONDatabase(work_dir=work_dir)   # MetaSchedule reads it: the tasks' modules are back
-        with (Path(work_dir) / RECORD_FILE).open("a") as f:
-            f.writelines(f"{line}\n" for line in (kept * max_trials_global)[:max_trials_global])
-        calls.append(max_trials_global)
-
-    monkeypatch.setattr(relax_model.ms.relax_integration, "tune_relax", fake_tune_relax)
+    monkeypatch.setattr(relax_model.ms, "tune_tasks", fake_tune_tasks(calls))
     tune = dict(target=LLVM, work_dir=model_db, fp16=False, builder=object(), runner=object())
     assert relax_model.tune_model(tiny_model(), trials=done, **tune) == done and calls == []
-    assert relax_model.tune_model(tiny_model(), trials=done + 3, **tune) == done + 3 and calls == [3]
+    assert relax_model.tune_model(tiny_model(), trials=done + 3, **tune) == done + 3
+    assert [call[1:] for call in calls] == [(3, None, "gradient")]   # every task has records: MetaSchedule shares
     assert [(t.trial, t.record) for t in history_trials(model_db)[done:]] == [(done + i, len(kept) + i)
                                                                             for i in (1, 2, 3)]
+
+
+def test_a_whole_models_tasks_without_records_are_tuned_first_one_turn_each_the_most_flops_first(tmp_path,
+                                                                                                monkeypatch):
+    calls, work_dir = [], tmp_path / "db"
+    monkeypatch.setattr(relax_model.ms, "tune_tasks", fake_tune_tasks(calls))
+    tune = dict(target=LLVM, work_dir=work_dir, fp16=False, builder=object(), runner=object())
+    turn = relax_model.TRIALS_PER_ITER
+    assert relax_model.tune_model(tiny_model(), trials=turn + 5, **tune) == turn + 5
+    tasks = ms.relax_integration.extract_tasks(relax_model.prepared(tiny_model(), LLVM), LLVM)
+    flops = {t.task_name: s_tir.analysis.estimate_tir_flops(t.dispatched[0]) for t in tasks}
+    (first, trials, per_task, scheduler), = calls
+    assert flops[first[0]] > flops[first[1]] and (trials, per_task, scheduler) == (turn + 5, turn, "round-robin")
+    calls.clear()   # the second task had 5 trials of its turn: it has records, so what is left is shared
+    assert relax_model.tune_model(tiny_model(), trials=3 * turn, **tune) == 3 * turn
+    assert [call[1:] for call in calls] == [(2 * turn - 5, None, "gradient")]
 
 
 def test_pack_and_unpack_carry_whole_model_databases_whole(model_db, untrimmed, tmp_path):

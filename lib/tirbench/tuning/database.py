@@ -187,6 +187,14 @@ def fill_workloads(work_dir: Path, mods: list[tvm.IRModule]) -> int:
     return len(stubs)
 
 
+def recorded_tasks(work_dir: Path, mods: list[tvm.IRModule]) -> list[bool]:
+    """For each of ``mods`` (a model's tasks), whether the database in ``work_dir`` has a record of it (matched by
+    the hash of its workload, as ``tasks_database``; a failed trial counts: the task was tuned)."""
+    hashes = [json.loads(line)[0] for line in json_lines(work_dir / WORKLOAD_FILE)]
+    measured = {hashes[record_workload(line)] for line in record_lines(work_dir)}
+    return [ms.database.Workload(mod).as_json()[0] in measured for mod in mods]
+
+
 def tasks_database(work_dir: Path, mods: list[tvm.IRModule]) -> ms.database.MemoryDatabase:
     """The records of the database in ``work_dir`` (a cut-off last line dropped first) of each of ``mods`` (a model's
     tasks), matched by the hash of the workload they measured, in memory: what MetaSchedule's JSON database of the

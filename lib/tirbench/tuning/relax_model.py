@@ -4,10 +4,14 @@ The tasks: the module TVM's default variant compiles (``pipeline.passes(rules=Fa
 layout), prepared as ``relax.get_pipeline("static_shape_tuning")`` prepares it (``prepared``:
 ``DecomposeOpsForInference``, ``CanonicalizeBindings``, then the "zero" pipeline: ``LegalizeOps``, ``FuseOps``,
 ``FuseTIR``); each fused PrimFunc (a conv with its epilogue, a pooling, the classifier's matmul) is a task.
-``tune_model`` tunes them with ``ms.relax_integration.tune_relax``, through the suite's builder (one pool of worker
-processes, the tensor intrinsics registered once in each) and runner (one launch per repeat, the harness's L2 flush
-before each); ``trials`` counts every task's trials together, shared by MetaSchedule's gradient task scheduler
-(each task gets ``TRIALS_PER_ITER`` in turn first). One database per model and config (``work_dir_for``:
+``tune_model`` tunes them with MetaSchedule's own space and evolutionary search (a population of ``POPULATION``),
+through the suite's builder (one pool of worker processes, the tensor intrinsics registered once in each) and runner
+(one launch per repeat, the harness's L2 flush before each); ``trials`` counts every task's trials together. First
+each task the database has no record of gets ``TRIALS_PER_ITER`` trials, one task after another, the most time
+first (weight x FLOPs; ``ms.tune_tasks`` with its round-robin scheduler, so each task's records land as soon as it
+is measured): a run stopped by a time limit keeps every task it finished, and one cut short leaves the largest
+tasks tuned and the rest to DLight. Trials left after that go to MetaSchedule's gradient task scheduler over all
+the tasks. One database per model and config (``work_dir_for``:
 ``results/tuning/relax/<model>_<dtype>_b<batch>/``, every task's records in it: no one workload, so notebook 00
 draws no tuning curve of it), with ``tuning_history.csv`` beside it as for one workload's (``tuning.history``: every
 trial, so ``trials_done`` counts them after ``tuning.archive`` trimmed it to each task's fastest records and its
@@ -36,6 +40,7 @@ from pathlib import Path
 import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.analysis import estimate_tir_flops
 
 from tirbench.bench.harness import last_line
 from tirbench.compile.models import CONFIGS, ModelConfig, TvmVariant, build_model, export_relax
@@ -44,13 +49,18 @@ from tirbench.core.machine import cuda_target, require_cuda_gpu
 from tirbench.core.paths import project_root
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.builders import PersistentBuilder, build_candidate, task_cores, worker_init_for
-from tirbench.tuning.database import (MODEL_DATABASES, compact_database, fill_workloads, repair_database,
-                                      tasks_database)
+from tirbench.tuning.database import (MODEL_DATABASES, compact_database, fill_workloads, recorded_tasks,
+                                      repair_database, tasks_database)
 from tirbench.tuning.history import sync_history, trials_done
 from tirbench.tuning.runners import make_local_runner
 
-#: Trials each task gets at its turn (the gradient scheduler's round robin gives each task three turns first).
+#: Trials each task gets at its turn.
 TRIALS_PER_ITER = 32
+#: The evolutionary search's population (MetaSchedule's default is 512). A task's first turn has a cost model that
+#: has seen none of its trials, so the larger population buys little there, and sampling it is most of the turn's
+#: time: an fp16 NHWC conv's first 32 candidates took 47 s on an H200 host's 16 cores at 512; on 2 CPU cores 54 s
+#: at 512, 17 s at 128.
+POPULATION = 128
 
 
 def work_dir_for(root: Path, model: str, config: ModelConfig) -> Path:
@@ -111,17 +121,35 @@ def tune_model(mod: tvm.IRModule, target: tvm.target.Target, work_dir: Path, *, 
         require_cuda_gpu()
     if fp16:
         import_tensor_intrin()
-    mod = prepared(mod, target)
-    fill_workloads(work_dir, task_modules(mod, target))   # a trimmed database's tasks
+    tasks = ms.relax_integration.extract_tasks(prepared(mod, target), target)
+    mods = [task.dispatched[0] for task in tasks]
+    fill_workloads(work_dir, mods)   # a trimmed database's tasks
     arch = str(target.attrs["arch"]) if target.kind.name == "cuda" else None
-    builder = builder or PersistentBuilder(functools.partial(build_candidate, None, {}), max_workers=task_cores(),
-                                           initializer=worker_init_for(fp16, arch))
-    ms.relax_integration.tune_relax(mod, {}, target, str(work_dir), max_trials_global=left,
-                                    num_trials_per_iter=min(TRIALS_PER_ITER, left), builder=builder,
-                                    runner=runner or make_local_runner("tuned"), seed=0)
+    tools = dict(builder=builder or PersistentBuilder(functools.partial(build_candidate, None, {}),
+                                                      max_workers=task_cores(),
+                                                      initializer=worker_init_for(fp16, arch)),
+                 runner=runner or make_local_runner("tuned"))
+    untuned = sorted((task for task, seen in zip(tasks, recorded_tasks(work_dir, mods)) if not seen),
+                     key=lambda task: -task.weight * estimate_tir_flops(task.dispatched[0]))
+    if untuned:
+        _tune_tasks(untuned, work_dir, min(left, TRIALS_PER_ITER * len(untuned)), "round-robin", TRIALS_PER_ITER,
+                    **tools)
+    if (left := trials - trials_done(work_dir)) > 0:
+        _tune_tasks(tasks, work_dir, left, "gradient", None, **tools)
     compact_database(work_dir)
     sync_history(work_dir)
     return trials_done(work_dir)
+
+
+def _tune_tasks(tasks: list[ms.ExtractedTask], work_dir: Path, trials: int, scheduler: str,
+                per_task: int | None, *, builder: ms.builder.Builder, runner: ms.runner.Runner) -> None:
+    """``tasks`` tuned for ``trials`` in all (``per_task`` at most each) into the database in ``work_dir``."""
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        tasks, str(work_dir), strategy=ms.search_strategy.EvolutionarySearch(population_size=POPULATION),
+        num_threads=task_cores() or "physical", seed=0)
+    ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
+                  max_trials_per_task=per_task, num_trials_per_iter=min(TRIALS_PER_ITER, trials), builder=builder,
+                  runner=runner, task_scheduler=scheduler)
 
 
 def tune(model: str, config: ModelConfig, *, trials: int, root: Path, target: tvm.target.Target | None = None,

@@ -2,7 +2,11 @@
 # Issue 44: MetaSchedule on notebook 09's whole models, each model and config for a wall-clock budget (a GPU's
 # time is what limits it, not a trial count): `python -m tirbench.tuning.relax_model MODEL --config CONFIG` stopped
 # after SECONDS, then its database repaired (a record cut off by the stop dropped), compacted and its history
-# synced, as a run that ends by itself leaves it. A later call goes on from the records.
+# synced, as a run that ends by itself leaves it. The tasks without records are tuned first, one turn each, the most
+# time first, each task's records written when it is measured: a stop keeps every task that finished its turn, and a
+# later call goes on with the others (the first turn of ResNet-50 fp16's 30 tasks: ~30-55 s a task on an H200 host
+# at MetaSchedule's default population, 2026-11-28, none recorded: that run used the gradient scheduler, which
+# writes nothing before every task had its turn).
 #   . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/relax_tuning.sh resnet50:fp16:180 mobilenet_v2:fp16:150
 # leaves $OUT/relax.tgz (results/tuning/relax); unpack it in the tree: tar xzf relax.tgz -C /work/main
 set -uo pipefail
