@@ -1,6 +1,7 @@
 """Kernels for layers beyond plain ones (issue 42): the depthwise stencil (``conv.depthwise``, records DEPTHWISE_NCHW
-and DEPTHWISE_NHWC), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM) and the SIMT implicit GEMMs with a dilation
-or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM). Without a GPU: each kernel's arithmetic (its schedule
+and DEPTHWISE_NHWC), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM), the SIMT implicit GEMMs with a dilation
+or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM) and the fp16 tensor-core ones (NHWC_WGMMA, NHWC_MMA,
+NHWC_WMMA). Without a GPU: each kernel's arithmetic (its schedule
 replayed without thread bindings) matches ``conv2d_reference`` on llvm; every candidate's CUDA goes through nvcc for
 sm_90a and sm_80 without spills; the rules offer the families and refuse a layer none takes in one line; shape
 strings with suffixes read back into their workloads."""
@@ -16,10 +17,12 @@ from tirbench.bench.harness import run_checked
 from tirbench.core.build import build
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.errors import refusal
-from tirbench.core.machine import cpu_target
+from tirbench.core.machine import cpu_target, target_for
 from tirbench.core.serial import without_threads
 from tirbench.report import overview
-from tirbench.schedules.conv.records import DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM
+from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM,
+                                             NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA)
 from tirbench.schedules.conv.rules import rule_records
 from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
@@ -91,6 +94,38 @@ def test_simt_gemms_take_dilation_and_a_stride_or_padding_per_axis_on_llvm(layou
     check_on_llvm(wl, record.apply(wl, GEMM_SMALL))
 
 
+#: fp16 NHWC geometries beyond plain: Inception's 1x7 and 7x1 with padding per axis, a stride per axis, a dilation, a
+#: padding per side (TensorFlow's "same" at stride 2).
+FP16_WINDOWS = {"p0x3": {"r": 1, "s": 7, "pad": (0, 3)}, "p3x0": {"r": 7, "s": 1, "pad": (3, 0)},
+                "s2x1": {"stride": (2, 1)}, "d2": {"pad": 2, "dilation": 2}, "p0x1x0x1": {"stride": 2, "pad": (0, 1, 0, 1)}}
+
+
+def fp16_window(name: str, n: int = 2, c: int = 64, hw: int = 17, k: int = 64):
+    geometry = dict(FP16_WINDOWS[name])
+    r, s = geometry.pop("r", 3), geometry.pop("s", 3)
+    return conv2d(n, c, hw, hw, k, r, s, layout="NHWC", dtype="float16", **geometry)
+
+
+@pytest.mark.parametrize("name", FP16_WINDOWS)
+def test_the_fp16_implicit_gemms_view_of_any_window_matches_the_reference_on_llvm(name):
+    """What NHWC_WGMMA, NHWC_MMA and NHWC_WMMA do to the layer before their GEMM helper (``conv2d_as_gemm``: the
+    window's geometry stays in the reads and the pad block): the tensor-core nest itself cannot run on llvm."""
+    wl = fp16_window(name)
+    sch = tvm.s_tir.Schedule(wl.mod)
+    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, 64, None))
+    run_checked(wl, build(sch.mod, cpu_target()), tvm.cpu(0), what=wl.shape)
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+@pytest.mark.parametrize("record, arch", [(NHWC_WGMMA, "sm_90a"), (NHWC_MMA, "sm_80"), (NHWC_WMMA, "sm_75")])
+def test_nvcc_takes_the_fp16_implicit_gemms_of_a_window_with_padding_per_axis(record, arch):
+    wl = fp16_window("p0x3", n=32, c=128, k=128)
+    sch = record.apply(wl, record.candidates[0] if record.candidates else None)
+    with tvm.transform.PassContext(config=record.pass_config):
+        report = " | ".join(nvcc_report(device_source(sch, target_for(arch)), arch))
+    assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
 #: Layers of the networks' kinds, for nvcc: MobileNetV2's stride-2 3x3 at 112x112 (batch 1, fp32 NCHW; batch 32, fp16
 #: NHWC), ResNeXt-50's grouped 3x3 at 28x28.
 NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
@@ -128,6 +163,7 @@ def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     (conv2d(1, 128, 56, 56, 128, groups=32), ["nchw_grouped_gemm"]),
     (conv2d(1, 512, 28, 28, 512, pad=2, dilation=2), ["nchw_gemm"]),
     (conv2d(1, 768, 17, 17, 192, 1, 7, 1, (0, 3), layout="NHWC"), ["nhwc_gemm"]),
+    (conv2d(32, 768, 17, 17, 192, 7, 1, 1, (3, 0), layout="NHWC", dtype="float16"), ["nhwc_wgmma", "nhwc_mma"]),
     (conv2d(1, 64, 14, 14, 64), ["nchw_splitk", "nchw_gemm"]),
 ])
 def test_the_rules_offer_the_families_that_take_a_layer(wl, families):
@@ -138,7 +174,7 @@ def test_the_rules_offer_the_families_that_take_a_layer(wl, families):
 @pytest.mark.parametrize("wl, has", [
     (conv2d(1, 64, 14, 14, 64, groups=32, layout="NHWC", dtype="float16"), "groups 32"),
     (conv2d(1, 64, 14, 14, 64, pad=2, dilation=2, layout="HWCN"), "dilation 2"),
-    (conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="NHWC", dtype="float16"), "stride 2x1 per axis"),
+    (conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="HWCN"), "stride 2x1 per axis"),
 ])
 def test_a_layer_no_family_takes_is_refused_in_one_line(wl, has):
     said = refusal(lambda: rule_records(wl))
@@ -151,6 +187,8 @@ def test_a_layer_no_family_takes_is_refused_in_one_line(wl, has):
     (NCHW_GROUPED_GEMM, conv2d(1, 64, 8, 8, 64, groups=64), "not groups 64 of 64 input and 64 output channels"),
     (NCHW_GROUPED_GEMM, conv2d(1, 64, 8, 8, 32, groups=32), "2 or more output channels a group"),
     (NCHW_GEMM, conv2d(1, 64, 8, 8, 64, groups=2), "takes groups 1, not groups 2"),
+    (NHWC_TMA_WS, conv2d(1, 64, 8, 8, 64, 1, 7, 1, (0, 3), layout="NHWC", dtype="float16"),
+     "takes groups 1, dilation 1, one stride and one padding, not padding 0x3 per axis"),
 ])
 def test_the_families_refuse_the_groups_they_do_not_take_in_one_line(record, wl, reason):
     said = refusal(lambda: record.apply(wl))

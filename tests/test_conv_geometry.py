@@ -147,6 +147,7 @@ def test_torch_arguments():
 
 GROUPED = conv2d(1, 64, 14, 14, 64, groups=32)
 FP16 = conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="NHWC", dtype="float16")
+FP16_GROUPED = conv2d(1, 64, 14, 14, 64, groups=2, layout="NHWC", dtype="float16")
 PLAIN_ONLY = "groups 1, dilation 1, one stride and one padding, not "
 #: Each family and a layer beyond what it takes (the depthwise and grouped families and the SIMT implicit GEMMs'
 #: geometry: test_conv_depthwise_grouped).
@@ -156,7 +157,9 @@ FAMILIES = [(records.NCHW_SPLITK, GROUPED, PLAIN_ONLY + "groups 32"),
              "groups 1, not groups 2 of 64 input and 64 output channels"),
             *[(r, conv2d(2, 64, 14, 14, 64, pad=2, dilation=2, layout="HWCN"), PLAIN_ONLY + "dilation 2")
               for r in (records.HWCN_SEED, records.HWCN_HOPPER)],
-            *[(r, FP16, PLAIN_ONLY + "stride 2x1 per axis") for r in records.TENSOR_CORE]]
+            *[(r, FP16, PLAIN_ONLY + "stride 2x1 per axis") for r in (records.NHWC_TMA_WS, records.NHWC_1X1_TMA)],
+            *[(r, FP16_GROUPED, "groups 1, not groups 2 of 64 input and 64 output channels")
+              for r in (records.NHWC_WGMMA, records.NHWC_MMA, records.NHWC_WMMA)]]
 
 
 @pytest.mark.parametrize("record, wl, lacks", FAMILIES, ids=[f[0].name for f in FAMILIES])
@@ -167,8 +170,8 @@ def test_every_conv_family_refuses_what_it_lacks_in_one_line(record, wl, lacks):
 
 def test_rules_spaces_int8_and_winograd_refuse_in_one_line():
     wl = GROUPED
-    assert refusal(lambda: rule_records(FP16)).startswith(
-        "conv rules: no family takes conv2d 1x64x14x14x64x3x3x2x1_s2x1 (float16 NHWC): it has stride 2x1 per axis; ")
+    assert refusal(lambda: rule_records(FP16_GROUPED)).startswith(
+        "conv rules: no family takes conv2d 1x64x14x14x64x3x3x1x1_g2 (float16 NHWC): it has groups 2; ")
     assert winograd_forms(wl) == [] and winograd_forms(conv2d(1, 64, 14, 14, 64, dilation=(1, 1))) != []
     assert "space='template'" in refusal(lambda: require_nchw_fp32_conv(wl, param="space='template'"))
     assert "has stride 2x1 per axis" in refusal(lambda: require_wgmma_workload(FP16))

@@ -163,10 +163,14 @@ DEPTHWISE_NHWC = KernelRecord(
 DEPTHWISE: tuple[KernelRecord, ...] = (DEPTHWISE_NCHW, DEPTHWISE_NHWC)
 
 FP16_NHWC = takes_plain("conv", ("float16",), ("NHWC",))
+#: The implicit GEMMs built on the workload's own blocks (``implicit_gemm.conv2d_as_gemm``: the window's stride,
+#: dilation and padding stay in its reads and its pad block, which folds into the im2col fill) take any of them, per
+#: axis and per side; the TMA kernels gather a plain window.
+FP16_NHWC_ANY_WINDOW = takes_groups("conv", ("float16",), ("NHWC",), "one")
 #: fp16 implicit GEMM on wgmma: wide tiles with the overlapped pipeline for the large GEMMs, 64-row tiles where
 #: K = 64 or the GEMM is small.
 NHWC_WGMMA = KernelRecord(
-    "nhwc_wgmma", conv2d_nhwc_wgmma, {"block_tile": (128, 128), "stages": 4}, FP16_NHWC, CONV_TC_CONFIG,
+    "nhwc_wgmma", conv2d_nhwc_wgmma, {"block_tile": (128, 128), "stages": 4}, FP16_NHWC_ANY_WINDOW, CONV_TC_CONFIG,
     candidates=(
         {"block_tile": (128, 256), "stages": 4, "overlap": True},
         {"block_tile": (256, 128), "stages": 3, "overlap": True},
@@ -178,7 +182,7 @@ NHWC_WGMMA = KernelRecord(
 #: ... and on mma.sync, down to 32-row tiles for GEMM_M with no divisor that is a multiple of 64.
 NHWC_MMA = KernelRecord(
     "nhwc_mma", conv2d_nhwc_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
-    FP16_NHWC, CONV_TC_CONFIG, candidates=(
+    FP16_NHWC_ANY_WINDOW, CONV_TC_CONFIG, candidates=(
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4},
@@ -215,7 +219,7 @@ TENSOR_CORE: tuple[KernelRecord, ...] = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS, NHWC
 #: ``TENSOR_CORE`` builds (``record.first_offered``). Blocks of at most 128 x 64: the fp32 C tile in shared memory
 #: (bm x (bn + 8) floats) stays within the 48 KB a block gets without opting in.
 NHWC_WMMA = KernelRecord(
-    "nhwc_wmma", conv2d_nhwc_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32}, FP16_NHWC,
+    "nhwc_wmma", conv2d_nhwc_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32}, FP16_NHWC_ANY_WINDOW,
     candidates=(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32},
         {"block_tile": (64, 128), "warp_tile": (32, 64), "tile_k": 32},

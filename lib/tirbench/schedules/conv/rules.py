@@ -284,7 +284,7 @@ def no_family(wl: Workload) -> str | None:
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
             f"(float32 or float16, NCHW or NHWC), grouped ones (float32 NCHW, two output channels a group or more) "
-            f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC)")
+            f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 NHWC)")
 
 
 def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
