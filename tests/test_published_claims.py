@@ -20,6 +20,7 @@ from tirbench.report.tuning_runs import REPLACED, TODAY, runs_behind_databases, 
 from tirbench.schedules.common.record import for_arch
 from tirbench.tuning import throughput
 from tirbench.tuning.logs import log_chunk
+from tirbench.tuning.spread import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
 BIG = "256x256x14x14x512x3x3x1x1"
@@ -171,6 +172,19 @@ def test_tuning_runs_are_marked_by_whether_todays_database_comes_from_them(tmp_p
     assert (runs["old"], runs["new"]) == (REPLACED, TODAY)
     assert unrecorded_databases(tmp_path) == []
     assert "| old |" in report.throughput_table(tmp_path) and f"| {TODAY} |" in report.throughput_table(tmp_path)
+
+
+def test_the_readmes_spread_runs_compare_a_gpu_count_only_with_a_1_gpu_run_of_the_same_tasks(tmp_path):
+    assert report.network_tuning_table(tmp_path) == "no run of `tirbench.tuning.spread` recorded yet"
+    path = tmp_path / "results" / "tuning" / "network_tuning.csv"
+    base = dict(timestamp="2026-11-28T00:00:00+00:00", gpu="NVIDIA H200", hosts=1, engine="dask", space="rules",
+                tasks=23, trials_per_task=32, new_trials=736)
+    for run_id, gpus, wall in (("two", 2, 200.0), ("one", 1, 360.0), ("other", 1, 100.0)):
+        append_row(path, dict(base, run_id=run_id, gpus=gpus, wall_s=wall, trials_per_min=60 * 736 / wall,
+                              **({"trials_per_task": 8} if run_id == "other" else {})))
+    lines = report.network_tuning_table(tmp_path).splitlines()
+    assert lines[2].startswith("| two | NVIDIA H200 | 2 |") and lines[2].endswith("| 1.80x (one) |")
+    assert lines[3].endswith("| 360.0 | 122.7 |  |")   # a 1-GPU run is the reference, not compared
 
 
 def test_index_covers_every_notebook_and_shares_the_readmes_headline(regenerated, recorded):

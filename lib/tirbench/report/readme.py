@@ -199,6 +199,25 @@ def throughput_table(root: Path) -> str:
             + note)
 
 
+def network_tuning_table(root: Path) -> str:
+    """Every recorded ``tuning.spread`` run (``results/tuning/network_tuning.csv``), with its wall-clock speed against
+    the latest 1-GPU run of the same GPU model, tasks and trials per task where one is recorded."""
+    path = root / "results" / "tuning" / "network_tuning.csv"
+    df = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if df.empty:
+        return "no run of `tirbench.tuning.spread` recorded yet"
+    lines = ["| run | GPU | GPUs | hosts | space | tasks x trials | seconds | trials/min | speed against 1 GPU |",
+             "|---|---|---:|---:|---|---|---:|---:|---|"]
+    for r in df.itertuples():
+        ones = df[(df["gpus"] == 1) & (df["gpu"] == r.gpu) & (df["tasks"] == r.tasks)
+                  & (df["trials_per_task"] == r.trials_per_task) & (df["space"] == r.space)]
+        speed = ("" if r.gpus == 1 else f"{ones['wall_s'].iloc[-1] / r.wall_s:.2f}x ({ones['run_id'].iloc[-1]})"
+                 if len(ones) else "no 1-GPU run recorded")
+        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.space} | {r.tasks} x {r.trials_per_task} | "
+                     f"{r.wall_s:.1f} | {r.trials_per_min:.1f} | {speed} |")
+    return "\n".join(lines) + "\n\nFrom `results/tuning/network_tuning.csv`, each run from empty databases."
+
+
 #: Notebook 04's Winograd layers: the batch-256 layer, then ResNet-50's 3x3 stride-1 layers at batch 1 and 32.
 WINOGRAD_LAYERS = ("256x256x14x14x512x3x3x1x1", *(f"{n}x{c}x{s}x{s}x{c}x3x3x1x1" for n in (1, 32)
                                                   for c, s in ((64, 56), (128, 28), (256, 14), (512, 7))))
@@ -363,7 +382,7 @@ def which_gpus_table(root: Path) -> str:
 
 SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
             "tuning-throughput": throughput_table, "which-gpus": which_gpus_table,
-            "relax-models": relax_models_table, "networks": networks_table}
+            "relax-models": relax_models_table, "networks": networks_table, "network-tuning": network_tuning_table}
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
