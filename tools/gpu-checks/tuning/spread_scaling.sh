@@ -2,7 +2,8 @@
 # Issue 43: notebook 08's 23 fp32 batch-1 layers x TRIALS trials (default 32) in the `rules` space, from fresh
 # databases, on 4, 2 and 1 GPUs of this host one after the other (GPUS="4 2 1": `python -m tirbench.tuning.spread
 # --gpus G resnet50`, its builds on the host's cores / G), each in its own copy of the tree under /tmp/scale/G
-# with the layers' `rules`-space databases removed. The runs outlive the `run` calls (their own process session; the
+# with the layers' `rules`-space databases removed; CORES_PER_TASK=N passes `--cores-per-task N` to every run, WORK=DIR
+# another folder (a second set of runs beside the first). The runs outlive the `run` calls (their own process session; the
 # machine keeps such a process until it goes back).
 #   first call:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh start && \
 #                bash tools/gpu-checks/tuning/spread_scaling.sh wait 560
@@ -15,9 +16,10 @@
 # for notebook 08's MetaSchedule column (its replay against the 1-GPU databases' is the issue's check).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-WORK=/tmp/scale
+WORK=${WORK:-/tmp/scale}
 GPUS=${GPUS:-4 2 1}
 TRIALS=${TRIALS:-32}
+CORES_PER_TASK=${CORES_PER_TASK:-}   # default: spread's own (the host's cores / GPUs); the host's count oversubscribes
 
 case "${1:-}" in
   start)
@@ -27,14 +29,17 @@ case "${1:-}" in
       tar --exclude=./.gpukit --exclude=./build --exclude=./.venv -cf - . | tar -xf - -C "$WORK/$g"
       rm -rf "$WORK/$g"/results/tuning/conv2d/*_rulesspace
     done
-    GPUS=$GPUS TRIALS=$TRIALS setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
+    WORK=$WORK GPUS=$GPUS TRIALS=$TRIALS CORES_PER_TASK=$CORES_PER_TASK setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
     echo "tuning resnet50 x $TRIALS trials on $GPUS GPUs, one run after the other, in $WORK; log $WORK/scaling.log"
     ;;
   runs)  # (started by `start`) each GPU count in its copy, one after the other; then the replay check and a kill
     for g in $GPUS; do
+      (while :; do cut -d' ' -f1 /proc/loadavg; sleep 10; done >"$WORK/load_$g.log") & sampler=$!
       (cd "$WORK/$g" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$PWD \
-        python3 -m tirbench.tuning.spread --gpus "$g" resnet50 --trials "$TRIALS" >"$WORK/run_$g.log" 2>&1)
+        python3 -m tirbench.tuning.spread --gpus "$g" ${CORES_PER_TASK:+--cores-per-task "$CORES_PER_TASK"} \
+        resnet50 --trials "$TRIALS" >"$WORK/run_$g.log" 2>&1)
       echo "$g GPUs: exit $? at $(date -u +%H:%M:%S)"
+      kill "$sampler"
     done
     one=${GPUS##* } most=${GPUS%% *}   # "4 2 1": the 1-GPU databases are the reference, the 4-GPU ones replayed
     (cd "$WORK/$one" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 python3 tools/gpu-checks/tuning/network_replay.py \
@@ -78,6 +83,11 @@ case "${1:-}" in
     for log in "$WORK"/run_*.log; do
       [ -e "$log" ] && { echo "== $log"; tr '\r' '\n' <"$log" | grep -E "^\[spread\]|rror|Killed" | tail -8; }
     done
+    for g in $GPUS; do   # the host's load (1-minute average, sampled every 10 s) while each run went on
+      fmt="%s GPU(s): load mean %.1f, max %.1f of %d cores (%d samples)\n"
+      [ -s "$WORK/load_$g.log" ] && awk -v g="$g" -v n="$(nproc)" -v fmt="$fmt" \
+        '{s += $1; if ($1 > m) m = $1} END {printf fmt, g, s / NR, m, n, NR}' "$WORK/load_$g.log"
+    done
     for g in $GPUS; do   # warm workers: G tasks start a tuning process (builder, runner, tensor intrinsics), the rest reuse it
       logs=$(ls "$WORK/$g"/build/spread/*/task-*.log 2>/dev/null) || continue
       lines=$(cat $logs | tr '\r' '\n')
@@ -88,7 +98,7 @@ case "${1:-}" in
     done
     for log in "$WORK/replay.log" "$WORK/kill.log"; do [ -e "$log" ] && { echo "== $log"; tail -30 "$log"; }; done
     [ -e "$WORK/DONE" ] && echo "every run ended" || echo "runs go on"
-    (cd "$WORK" && tar czf "${OUT:-/tmp}/scaling.tgz" --exclude=logs $(ls replay.csv replay.log kill.log 2>/dev/null) \
+    (cd "$WORK" && tar czf "${OUT:-/tmp}/scaling.tgz" --exclude=logs $(ls replay.csv replay.log kill.log load_*.log 2>/dev/null) \
       $(for g in $GPUS; do [ -d "$g" ] && (cd "$g" && ls -d results/tuning/network_tuning.csv \
         results/tuning/conv2d/*_rulesspace build/spread 2>/dev/null | sed "s|^|$g/|"); done) \
       --transform 's|^|scale/|') && echo "scaling.tgz: unpack with: tar xzf scaling.tgz -C /work/main/build"
