@@ -1,7 +1,7 @@
 """Kernels for layers beyond plain ones (issue 42): the depthwise stencil (``conv.depthwise``, records DEPTHWISE_NCHW
 and DEPTHWISE_NHWC), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM), the SIMT implicit GEMMs with a dilation
-or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM) and the fp16 tensor-core ones (NHWC_WGMMA, NHWC_MMA,
-NHWC_WMMA). Without a GPU: each kernel's arithmetic (its schedule
+or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM) and the fp16 and int8 tensor-core ones (NHWC_WGMMA, NHWC_MMA,
+NHWC_WMMA, INT8_WGMMA, INT8_MMA, SM75_INT8_WMMA). Without a GPU: each kernel's arithmetic (its schedule
 replayed without thread bindings) matches ``conv2d_reference`` on llvm; every candidate's CUDA goes through nvcc for
 sm_90a and sm_80 without spills; the rules offer the families and refuse a layer none takes in one line; shape
 strings with suffixes read back into their workloads."""
@@ -21,13 +21,15 @@ from tirbench.core.machine import cpu_target, target_for
 from tirbench.core.serial import without_threads
 from tirbench.report import overview
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM,
-                                             NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA)
-from tirbench.schedules.conv.rules import rule_records
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_MMA, INT8_TMA_WS, INT8_WGMMA,
+                                             NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS,
+                                             NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
+from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import conv2d
+from tirbench.workloads.conv2d_int8 import conv2d_int8
 from tirbench.workloads.conv_geometry import parse_conv_shape
 
 DEPTHWISE = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC}
@@ -124,6 +126,40 @@ def test_nvcc_takes_the_fp16_implicit_gemms_of_a_window_with_padding_per_axis(re
     with tvm.transform.PassContext(config=record.pass_config):
         report = " | ".join(nvcc_report(device_source(sch, target_for(arch)), arch))
     assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+def int8_window(name: str, n: int = 2, c: int = 64, hw: int = 11, k: int = 64):
+    geometry = dict(FP16_WINDOWS[name])
+    r, s = geometry.pop("r", 3), geometry.pop("s", 3)
+    return conv2d_int8(n, c, hw, hw, k, r, s, **geometry)
+
+
+@pytest.mark.parametrize("name", FP16_WINDOWS)
+def test_an_int8_layer_of_any_window_and_the_int8_gemms_view_of_it_match_the_reference_exactly_on_llvm(name):
+    """``conv2d_int8``'s module (its pad block and reads carry the window) and what INT8_WGMMA, INT8_MMA and
+    SM75_INT8_WMMA do to it before their GEMM helper (``conv2d_as_gemm``), bit for bit."""
+    wl = int8_window(name)
+    assert wl.extra == fp16_window(name).extra
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), what=wl.shape)
+    sch = tvm.s_tir.Schedule(wl.mod)
+    conv2d_as_gemm(sch, channel_block=64)
+    run_checked(wl, build(sch.mod, cpu_target()), tvm.cpu(0), what=wl.shape)
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+@pytest.mark.parametrize("record, arch", [(INT8_WGMMA, "sm_90a"), (INT8_MMA, "sm_80"), (SM75_INT8_WMMA, "sm_75")])
+def test_nvcc_takes_the_int8_implicit_gemms_of_a_window_with_padding_per_axis(record, arch):
+    wl = int8_window("p0x3", n=32, c=128, hw=17, k=128)
+    sch = record.apply(wl, record.candidates[0])
+    with tvm.transform.PassContext(config=record.pass_config):
+        report = " | ".join(nvcc_report(device_source(sch, target_for(arch)), arch))
+    assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+def test_an_int8_layer_beyond_plain_gets_the_implicit_gemms_and_no_packed_filter_form():
+    wl = int8_window("p3x0", n=32, c=128, hw=17, k=128)
+    assert [r.name for r in rule_records(wl)] == ["int8_wgmma", "int8_mma"] and int8_forms(wl) == []
+    assert "not padding 3x0 per axis" in refusal(lambda: INT8_TMA_WS.apply(wl))
 
 
 #: Layers of the networks' kinds, for nvcc: MobileNetV2's stride-2 3x3 at 112x112 (batch 1, fp32 NCHW; batch 32, fp16

@@ -35,13 +35,15 @@ NHWC conv, so the implicit-GEMM helpers reindex it the same way) and ``"epilogue
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import tvm
 from tvm.script import tirx as T
 
 from tirbench.workloads.base import Workload, check_positive
 from tirbench.workloads.conv2d import check_conv_params, conv2d_reference
-from tirbench.workloads.conv_geometry import output_size
+from tirbench.workloads.conv_geometry import ConvGeometry
 
 LANES = 32  #: channels per group of the NC/32HW32 layout
 FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4")  #: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4)
@@ -149,13 +151,15 @@ def check_scale(scale: np.ndarray) -> None:
         raise ValueError(f"scale must be positive and finite, got min {float(np.min(scale))!r}")
 
 
-def _module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout):
-    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+def _module(n, c, h, w, k, r, s, geometry: ConvGeometry, relu, residual, filter_layout):
+    (sh, sw), (top, bottom, left, right), (dh, dw) = geometry.stride, geometry.pad, geometry.dilation
+    oh, ow = geometry.out_hw(h, w, r, s)
     cg, kg = channel_groups(c), k // LANES
-    # the reduction's taps and lanes: "KRS8C4" reads S8 taps (the last of them past the window: Xp is widened for
-    # them) and 4 lanes of each pixel; the others all Cg*32 lanes
+    # the reduction's taps and lanes: "KRS8C4" (a plain layer only) reads S8 taps (the last of them past the window:
+    # Xp is widened for them) and 4 lanes of each pixel; the others all Cg*32 lanes
     taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else (s, cg * LANES)
-    x_shape, xp_shape = (n, cg, h, w, LANES), (n, cg, h + 2 * pad, max(w + 2 * pad, (ow - 1) * stride + taps), LANES)
+    x_shape = (n, cg, h, w, LANES)
+    xp_shape = (n, cg, h + top + bottom, max(w + left + right, (ow - 1) * sw + (taps - 1) * dw + 1), LANES)
     w_shape = {"KCRS32": (k, cg, r, s, LANES), "KRSC": (k, r, s, cg * LANES), "KRS8C4": (k, r, taps, lanes)}[
         filter_layout]
     y_shape = (n, kg, oh, ow, LANES)
@@ -180,15 +184,15 @@ def _module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout):
             with T.sblock("pad"):
                 v0, v1, v2, v3, v4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
                 Xp[v0, v1, v2, v3, v4] = T.if_then_else(
-                    pad <= v2 and v2 < h + pad and pad <= v3 and v3 < w + pad,
-                    X[v0, v1, v2 - pad, v3 - pad, v4], T.int8(0))
+                    top <= v2 and v2 < h + top and left <= v3 and v3 < w + left,
+                    X[v0, v1, v2 - top, v3 - left, v4], T.int8(0))
         for o0, o1, o2, o3, u0, u1, u2 in T.grid(n, oh, ow, k, r, taps, lanes):  # padded lanes (and taps) included
             with T.sblock("conv"):
                 b, y, x, f, ry, rx, rc = T.axis.remap("SSSSRRR", [o0, o1, o2, o3, u0, u1, u2])
                 with T.init():
                     Yacc[b, f // LANES, y, x, f % LANES] = 0
                 Yacc[b, f // LANES, y, x, f % LANES] = Yacc[b, f // LANES, y, x, f % LANES] + T.Cast(
-                    "int32", Xp[b, rc // LANES, y * stride + ry, x * stride + rx, rc % LANES]) * T.Cast(
+                    "int32", Xp[b, rc // LANES, y * sh + ry * dh, x * sw + rx * dw, rc % LANES]) * T.Cast(
                     "int32", filt(W, f, ry, rx, rc))
         for o0, o1, o2, o3, o4 in T.grid(*y_shape):
             with T.sblock("epilogue"):
@@ -200,9 +204,9 @@ def _module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout):
     return tvm.IRModule({"main": main})
 
 
-def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int = 1, pad: int = 1, *,
-                relu: bool = True, residual: bool = False, filter_layout: str = "KCRS32", groups: int = 1,
-                dilation: int = 1) -> Workload:
+def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, stride: int | Sequence[int] = 1,
+                pad: int | Sequence[int] = 1, *, relu: bool = True, residual: bool = False,
+                filter_layout: str = "KCRS32", groups: int = 1, dilation: int | Sequence[int] = 1) -> Workload:
     """int8 convolution with the fused epilogue, NC/32HW32 (see the module docstring; ``filter_layout``: the
     filter's, one of ``FILTER_LAYOUTS``).
 
@@ -210,12 +214,15 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     reference is exact: the int8 products are summed in float64 (exact below 2^53), then ``requantize``; the output
     must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d`` (the real C); flops count 2
     per multiply-add on the real channels, bytes the tensors as stored (Cg*32 lanes). Any C >= 1: ``make_inputs``
-    zeroes the lanes past C, ``reference`` reads only the first C. One group, no dilation, one stride and one
-    padding only: ``groups``, ``dilation`` and a stride or padding per axis are refused in one line.
+    zeroes the lanes past C, ``reference`` reads only the first C. One group: any dilation and any stride and
+    padding per axis or side (``conv2d``'s forms and shape suffixes), ``"KRS8C4"`` a plain layer only; groups are
+    refused in one line.
     """
     geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
-    geometry.require_plain("conv2d_int8")
-    stride, pad = geometry.stride[0], geometry.pad[0]
+    if geometry.groups != 1:
+        raise ValueError(f"conv2d_int8 takes groups 1; this layer has groups {geometry.groups}")
+    if filter_layout == "KRS8C4":
+        geometry.require_plain("conv2d_int8 with filter_layout='KRS8C4'")
     check_int8_conv_params(k)
     if filter_layout not in FILTER_LAYOUTS:
         raise ValueError(f"filter_layout={filter_layout!r}: expected one of {', '.join(FILTER_LAYOUTS)}")
@@ -224,7 +231,7 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     pack, unpack = {"KCRS32": (kcrs_to_kc32rs32, kc32rs32_to_kcrs), "KRSC": (kcrs_to_krsc, krsc_to_kcrs),
                     "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s))}[filter_layout]
     check_positive(n=n)
-    oh, ow = output_size(h, r, stride, pad), output_size(w, s, stride, pad)
+    oh, ow = geometry.out_hw(h, w, r, s)
     y_shape = (n, k // LANES, oh, ow, LANES)
     red, stored = c * r * s, channel_groups(c) * LANES
 
@@ -239,17 +246,19 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
 
     def reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, scale: np.ndarray, res: np.ndarray) -> np.ndarray:
         check_scale(scale)
-        acc = conv2d_reference(nchw32_to_nchw(x, c), unpack(wt, c), stride=stride, pad=pad)
+        acc = conv2d_reference(nchw32_to_nchw(x, c), unpack(wt, c), stride=geometry.stride, pad=geometry.pad,
+                               dilation=geometry.dilation)
         acc = np.rint(acc).astype(np.int64)  # exact: every partial sum is an integer below 2^53
         out = requantize(acc, bias, scale, nchw32_to_nchw(res) if residual else None, relu=relu)
         return nchw_to_nchw32(out)
 
     return Workload(
         name="conv2d",
-        sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad},
-        dtype="int8", mod=_module(n, c, h, w, k, r, s, stride, pad, relu, residual, filter_layout),
+        sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": geometry.stride[0],
+               "pad": geometry.pad[0]},
+        dtype="int8", mod=_module(n, c, h, w, k, r, s, geometry, relu, residual, filter_layout),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
         bytes=n * stored * h * w + k * stored * r * s + k * 8 + n * k * oh * ow * (2 if residual else 1),
-        tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32",
+        tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32", extra=geometry.extra(),
     )

@@ -229,10 +229,12 @@ NHWC_WMMA = KernelRecord(
 TENSOR_CORE_TURING: tuple[KernelRecord, ...] = (NHWC_WMMA,)
 
 INT8_NCHW32 = takes_plain("epilogue", ("int8",), ("NCHW32",))
+#: ... and the int8 implicit GEMMs on the layer's own blocks, any window (as ``FP16_NHWC_ANY_WINDOW``).
+INT8_ANY_WINDOW = takes_groups("epilogue", ("int8",), ("NCHW32",), "one")
 #: int8 on wgmma: 128-byte swizzled k tiles where the channels allow (128x256 tiles: N = 256 per wgmma), the
 #: interleaved layout for 64 channels (also with L1-caching im2col fills).
 INT8_WGMMA = KernelRecord(
-    "int8_wgmma", conv2d_int8_wgmma, {"block_tile": (128, 128), "tile_k": 128, "stages": 4}, INT8_NCHW32,
+    "int8_wgmma", conv2d_int8_wgmma, {"block_tile": (128, 128), "tile_k": 128, "stages": 4}, INT8_ANY_WINDOW,
     CONV_TC_CONFIG, candidates=(
         {"block_tile": (128, 256), "tile_k": 128, "stages": 4, "overlap": True, "l1_fill": True},
         {"block_tile": (128, 256), "tile_k": 128, "stages": 3, "overlap": True},
@@ -245,7 +247,7 @@ INT8_WGMMA = KernelRecord(
 #: of one 32-channel group (the 3-channel stem, stored as 32 channels: the k tiles 64 and 128 do not divide it).
 INT8_MMA = KernelRecord(
     "int8_mma", conv2d_int8_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 64, "stages": 3},
-    INT8_NCHW32, CONV_TC_CONFIG, candidates=(
+    INT8_ANY_WINDOW, CONV_TC_CONFIG, candidates=(
         {"block_tile": (128, 128), "warp_tile": (32, 64), "tile_k": 64, "stages": 4},
         {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 64, "stages": 4},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64, "stages": 4},
@@ -281,7 +283,8 @@ INT8: tuple[KernelRecord, ...] = (INT8_WGMMA, INT8_MMA)
 #: 3-channel stem's one 32-channel group too) and of 64 on 128- and 32-row blocks (on 64-row blocks TVM cannot prove
 #: a 3x3 layer's 16 im2col bytes one channel group and copies them byte by byte).
 SM75_INT8_WMMA = KernelRecord(
-    "sm75_int8_wmma", conv2d_int8_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32}, INT8_NCHW32,
+    "sm75_int8_wmma", conv2d_int8_wmma, {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32},
+    INT8_ANY_WINDOW,
     candidates=(
         {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 64},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 64},

@@ -59,7 +59,8 @@ from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
 ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, HWCN_HOPPER,
-            NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING)
+            NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
+            *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
 SMS = current_gpu().sm_count
@@ -284,7 +285,7 @@ def no_family(wl: Workload) -> str | None:
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
             f"(float32 or float16, NCHW or NHWC), grouped ones (float32 NCHW, two output channels a group or more) "
-            f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 NHWC)")
+            f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 NHWC, int8)")
 
 
 def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
@@ -333,10 +334,10 @@ def int8_forms(wl: Workload) -> list[Workload]:
     cuDNN pack theirs): stored (K, R, S, C) (``INT8_TMA_WS``: a k tile's 128 channels are one TMA box row) where the
     channels fill whole k tiles and a candidate of that family takes the layer (its block tiles are 128 or 256
     output channels wide); stored (K, R, S8, 4) (``INT8_MMA``: 8 taps of 4 lanes per k tile of 32) where the layer
-    has at most 4 channels; else none (and none for a layer whose filter is packed already, or where the build's
-    architecture lacks the form's family: ``offered``)."""
+    has at most 4 channels; else none (and none for a layer whose filter is packed already, a layer beyond plain,
+    which both forms' kernels refuse, or where the build's architecture lacks the form's family: ``offered``)."""
     z = wl.sizes
-    if (wl.dtype, wl.layout) != ("int8", "NCHW32") or filter_layout_of(wl.mod) != "KCRS32":
+    if (wl.dtype, wl.layout) != ("int8", "NCHW32") or filter_layout_of(wl.mod) != "KCRS32" or wl.extra:
         return []
     layout = "KRSC" if z["c"] % 128 == 0 else "KRS8C4" if z["c"] <= NARROW_LANES else None
     if layout is None or not offered((INT8_TMA_WS if layout == "KRSC" else INT8_MMA,)):
@@ -350,7 +351,7 @@ def int8_form(wl: Workload, filter_layout: str) -> Workload:
     (residual, ReLU) kept."""
     z = wl.sizes
     residual, relu = epilogue_ops(s_tir.Schedule(wl.mod))
-    return conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")), relu=relu,
+    return conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s")), **geometry_of(wl).kwargs(), relu=relu,
                        residual=residual, filter_layout=filter_layout)
 
 
