@@ -1,8 +1,8 @@
 """int8 convolution with input channels that are not a multiple of 32 (the ResNet-50 stem: C = 3): the NC/32HW32
 tensors hold ceil(C/32) channel groups whose lanes past C are zero; the shape string and the flops use the real C;
 the module matches the numpy reference exactly on llvm; the stem at batch 32 gets an int8 tensor-core kernel that
-nvcc compiles, and, with its filter stored (K, R, S8, 4), one that reduces over 8 taps of 4 lanes per k tile; bad
-channel counts fail in one line."""
+nvcc compiles, and, with its filter stored (K, R, S8, 4), one that reduces over 8 taps of 4 lanes per k tile; output
+channels that are not a multiple of 32 (zero lanes past K); bad channel counts fail in one line."""
 import shutil
 
 import numpy as np
@@ -84,9 +84,20 @@ def test_no_input_channels_fail_in_one_line(c):
     assert "\n" not in str(err.value)
 
 
-def test_output_channels_must_still_fill_groups_of_32():
-    with pytest.raises(ValueError, match=r"k \(output channels\)=48: the NC/32HW32 layout needs a multiple of 32"):
-        conv2d_int8(1, 3, 8, 8, 48)
+@pytest.mark.parametrize("k, residual", [(48, True), (16, False), (80, True)])
+def test_output_channels_past_the_last_group_are_zero_lanes_and_the_module_is_bit_exact_on_llvm(k, residual):
+    """Inception's 48 and 80, MobileNetV2's 16: Kg = ceil(K/32) output groups; the lanes past K have zero filters,
+    bias and residual and a scale of 1, so the kernel writes zeros there, as the reference and the next layer's
+    input expect."""
+    wl = conv2d_int8(2, 40, 7, 7, k, 3, 3, 1, 1, residual=residual)
+    x, wt, bias, scale, res = wl.make_inputs(np.random.default_rng(0))
+    kp = -(-k // 32) * 32
+    assert wl.shape == f"2x40x7x7x{k}x3x3x1x1" and wl.out_shape == (2, kp // 32, 7, 7, 32)
+    assert wt.shape[0] == bias.shape[0] == scale.shape[0] == kp and wl.flops == 2 * 2 * k * 49 * 40 * 9
+    assert not wt[k:].any() and not bias[k:].any() and (scale[k:] == 1).all() and not nchw32_to_nchw(res)[:, k:].any()
+    out = wl.reference(x, wt, bias, scale, res)
+    assert not nchw32_to_nchw(out)[:, k:].any() and nchw32_to_nchw(out)[:, :k].any()
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), what=wl.shape)
 
 
 def test_a_krs8c4_filter_packs_taps_in_eights_and_lanes_in_fours_and_its_module_is_bit_exact_on_llvm():

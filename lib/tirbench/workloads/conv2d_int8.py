@@ -3,15 +3,17 @@
 Layout ``"NCHW32"`` (cuDNN's ``NCHW_VECT_C`` with 32 lanes, CUTLASS's ``TensorNCxHWx<32>``): channels are grouped
 by 32 and the group is the innermost axis, so one pixel's 32 channels are 32 contiguous bytes (two 16-byte loads).
 Any C >= 1 is stored in Cg = ceil(C/32) groups; as with cuDNN's ``NCHW_VECT_C``, the lanes past C (input and filter)
-must be zero, and the kernels' reduction runs over all Cg*32 channels, padded ones included. K must be a multiple of 32.
+must be zero, and the kernels' reduction runs over all Cg*32 channels, padded ones included. Any K >= 1 too: the output
+holds Kg = ceil(K/32) groups, and the lanes past K are zero (their filters, bias and residual are zero, their scale
+1), so the next layer reads them as the padded input lanes it expects.
 
 ============  ==========================
 input X       (N, Cg, H, W, 32)
-filter W      (K, Cg, R, S, 32); ``filter_layout="KRSC"``: (K, R, S, Cg*32); ``"KRS8C4"`` (C <= 4): (K, R, S8, 4)
-output Y      (N, K/32, OH, OW, 32)
-bias          (K,) int32
-scale         (K,) float32, positive
-residual      (N, K/32, OH, OW, 32) int8, optional
+filter W      (Kg*32, Cg, R, S, 32); ``"KRSC"``: (Kg*32, R, S, Cg*32); ``"KRS8C4"`` (C <= 4): (Kg*32, R, S8, 4)
+output Y      (N, Kg, OH, OW, 32)
+bias          (Kg*32,) int32
+scale         (Kg*32,) float32, positive
+residual      (N, Kg, OH, OW, 32) int8, optional
 ============  ==========================
 
 The epilogue, per output element of channel k (``requantize``; numpy and the kernel do the same float32 steps)::
@@ -139,12 +141,6 @@ def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: n
     return np.clip(t, -128, 127).astype(np.int8)
 
 
-def check_int8_conv_params(k: int) -> None:
-    """One-line ValueError for output channels the NC/32HW32 output cannot hold (input channels are padded)."""
-    if k % LANES:
-        raise ValueError(f"k (output channels)={k}: the NC/32HW32 layout needs a multiple of {LANES}")
-
-
 def check_scale(scale: np.ndarray) -> None:
     """One-line ValueError for a requantisation scale that is not positive and finite."""
     if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
@@ -212,18 +208,17 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
 
     The module's arguments are X, W, bias, scale, residual, Y (residual is ignored unless ``residual``). The
     reference is exact: the int8 products are summed in float64 (exact below 2^53), then ``requantize``; the output
-    must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d`` (the real C); flops count 2
-    per multiply-add on the real channels, bytes the tensors as stored (Cg*32 lanes). Any C >= 1: ``make_inputs``
-    zeroes the lanes past C, ``reference`` reads only the first C. One group: any dilation and any stride and
-    padding per axis or side (``conv2d``'s forms and shape suffixes), ``"KRS8C4"`` a plain layer only; groups are
-    refused in one line.
+    must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d`` (the real C and K); flops
+    count 2 per multiply-add on the real channels, bytes the tensors as stored (Cg*32 and Kg*32 lanes). Any C and K
+    >= 1: ``make_inputs`` zeroes the lanes past C and K (a scale of 1 past K), ``reference`` reads only the first C
+    and K. One group: any dilation and any stride and padding per axis or side (``conv2d``'s forms and shape
+    suffixes), ``"KRS8C4"`` a plain layer only; groups are refused in one line.
     """
     geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
     if geometry.groups != 1:
         raise ValueError(f"conv2d_int8 takes groups 1; this layer has groups {geometry.groups}")
     if filter_layout == "KRS8C4":
         geometry.require_plain("conv2d_int8 with filter_layout='KRS8C4'")
-    check_int8_conv_params(k)
     if filter_layout not in FILTER_LAYOUTS:
         raise ValueError(f"filter_layout={filter_layout!r}: expected one of {', '.join(FILTER_LAYOUTS)}")
     if filter_layout == "KRS8C4" and c > NARROW_LANES:
@@ -232,7 +227,8 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
                     "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s))}[filter_layout]
     check_positive(n=n)
     oh, ow = geometry.out_hw(h, w, r, s)
-    y_shape = (n, k // LANES, oh, ow, LANES)
+    kp = channel_groups(k) * LANES   # the output channels as stored
+    y_shape = (n, kp // LANES, oh, ow, LANES)
     red, stored = c * r * s, channel_groups(c) * LANES
 
     def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
@@ -242,23 +238,26 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
         # outputs of a few tens: acc has a standard deviation of ~74^2 sqrt(red) (uniform int8 operands)
         scale = (rng.uniform(0.5, 1.5, k) * 40.0 / (74.0 ** 2 * np.sqrt(red))).astype(np.float32)
         res = rng.integers(-128, 128, y_shape, dtype=np.int8)
+        if kp > k:   # the lanes past K: zero filters, bias and residual, a scale of 1 (see the module docstring)
+            wt, bias = np.pad(wt, [(0, kp - k), (0, 0), (0, 0), (0, 0)]), np.pad(bias, (0, kp - k))
+            scale, res = np.pad(scale, (0, kp - k), constant_values=1.0), nchw_to_nchw32(nchw32_to_nchw(res, k))
         return [nchw_to_nchw32(x), pack(wt), bias, scale, res]
 
     def reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, scale: np.ndarray, res: np.ndarray) -> np.ndarray:
         check_scale(scale)
-        acc = conv2d_reference(nchw32_to_nchw(x, c), unpack(wt, c), stride=geometry.stride, pad=geometry.pad,
+        acc = conv2d_reference(nchw32_to_nchw(x, c), unpack(wt, c)[:k], stride=geometry.stride, pad=geometry.pad,
                                dilation=geometry.dilation)
         acc = np.rint(acc).astype(np.int64)  # exact: every partial sum is an integer below 2^53
-        out = requantize(acc, bias, scale, nchw32_to_nchw(res) if residual else None, relu=relu)
-        return nchw_to_nchw32(out)
+        out = requantize(acc, bias[:k], scale[:k], nchw32_to_nchw(res, k) if residual else None, relu=relu)
+        return nchw_to_nchw32(out)   # the lanes past K: zero
 
     return Workload(
         name="conv2d",
         sizes={"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": geometry.stride[0],
                "pad": geometry.pad[0]},
-        dtype="int8", mod=_module(n, c, h, w, k, r, s, geometry, relu, residual, filter_layout),
+        dtype="int8", mod=_module(n, c, h, w, kp, r, s, geometry, relu, residual, filter_layout),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
-        bytes=n * stored * h * w + k * stored * r * s + k * 8 + n * k * oh * ow * (2 if residual else 1),
+        bytes=n * stored * h * w + kp * stored * r * s + kp * 8 + n * kp * oh * ow * (2 if residual else 1),
         tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32", extra=geometry.extra(),
     )
