@@ -1,5 +1,5 @@
-"""Kernels for layers beyond plain ones (issue 42): the depthwise stencil (``conv.depthwise``, records DEPTHWISE_NCHW
-and DEPTHWISE_NHWC), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM), the SIMT implicit GEMMs with a dilation
+"""Kernels for layers beyond plain ones (issue 42): the depthwise stencil (``conv.depthwise``, records DEPTHWISE_NCHW,
+DEPTHWISE_NHWC and INT8_DEPTHWISE), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM), the SIMT implicit GEMMs with a dilation
 or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM) and the fp16 and int8 tensor-core ones (NHWC_WGMMA, NHWC_MMA,
 NHWC_WMMA, INT8_WGMMA, INT8_MMA, SM75_INT8_WMMA). Without a GPU: each kernel's arithmetic (its schedule
 replayed without thread bindings) matches ``conv2d_reference`` on llvm; every candidate's CUDA goes through nvcc for
@@ -21,8 +21,8 @@ from tirbench.core.machine import cpu_target, target_for
 from tirbench.core.serial import without_threads
 from tirbench.report import overview
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_MMA, INT8_TMA_WS, INT8_WGMMA,
-                                             NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS,
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_MMA, INT8_TMA_WS,
+                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS,
                                              NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
 from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.tuning.labels import database_for
@@ -59,6 +59,26 @@ def test_depthwise_matches_the_reference_on_llvm(layout, case, dtype):
     """Tiles that divide no output (edge blocks predicated), several channels a block, every geometry."""
     wl = depthwise(case, layout, dtype)
     check_on_llvm(wl, DEPTHWISE[layout].apply(wl, SMALL_TILES[layout]))
+
+
+@pytest.mark.parametrize("case", [name for name, case in DEPTHWISE_CASES.items() if case[4] == case[1]])
+def test_the_int8_depthwise_stencil_matches_the_reference_exactly_on_llvm(case):
+    """NC/32HW32 (``conv2d_int8(..., groups=C)``, K = C: one output channel per input channel): every geometry, 40
+    channels (the last group's lanes past C and K zero), the residual epilogue."""
+    n, c, h, w, k, r, s, stride, pad, dilation = DEPTHWISE_CASES[case]
+    wl = conv2d_int8(n, 40, h, w, 40, r, s, stride, pad, groups=40, dilation=dilation, residual=True)
+    check_on_llvm(wl, INT8_DEPTHWISE.apply(wl, {"tile": SMALL_TILES["NHWC"]["tile"], "channels": 32,
+                                                "thread_rows": 1}))
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, groups=32), "conv2d_int8 takes groups 1 or a depthwise layer"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KRS"), "'KRS' is the filter of a depthwise layer"),
+    (lambda: INT8_DEPTHWISE.apply(conv2d_int8(1, 64, 8, 8, 64, groups=64), {"channels": 16}),
+     "channels=16: an int8 NC/32HW32 block takes whole groups of 32 channels"),
+])
+def test_int8_depthwise_refusals_are_one_line(make, said):
+    assert said in refusal(make) and "\n" not in refusal(make)
 
 
 @pytest.mark.parametrize("layout", DEPTHWISE)
@@ -166,8 +186,9 @@ def test_an_int8_layer_beyond_plain_gets_the_implicit_gemms_and_no_packed_filter
 #: NHWC), ResNeXt-50's grouped 3x3 at 28x28.
 NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
         DEPTHWISE_NHWC.name: conv2d(32, 96, 112, 112, 96, 3, 3, 2, 1, groups=96, layout="NHWC", dtype="float16"),
-        NCHW_GROUPED_GEMM.name: conv2d(1, 256, 28, 28, 256, groups=32)}
-RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM)}
+        NCHW_GROUPED_GEMM.name: conv2d(1, 256, 28, 28, 256, groups=32),
+        INT8_DEPTHWISE.name: conv2d_int8(32, 144, 56, 56, 144, 3, 3, 2, 1, groups=144)}
+RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, INT8_DEPTHWISE)}
 
 
 @functools.cache
@@ -200,6 +221,7 @@ def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     (conv2d(1, 512, 28, 28, 512, pad=2, dilation=2), ["nchw_gemm"]),
     (conv2d(1, 768, 17, 17, 192, 1, 7, 1, (0, 3), layout="NHWC"), ["nhwc_gemm"]),
     (conv2d(32, 768, 17, 17, 192, 7, 1, 1, (3, 0), layout="NHWC", dtype="float16"), ["nhwc_wgmma", "nhwc_mma"]),
+    (conv2d_int8(32, 960, 7, 7, 960, 3, 3, 1, 1, groups=960), ["int8_depthwise"]),
     (conv2d(1, 64, 14, 14, 64), ["nchw_splitk", "nchw_gemm"]),
 ])
 def test_the_rules_offer_the_families_that_take_a_layer(wl, families):

@@ -176,7 +176,8 @@ def test_rules_spaces_int8_and_winograd_refuse_in_one_line():
     assert "space='template'" in refusal(lambda: require_nchw_fp32_conv(wl, param="space='template'"))
     assert "has stride 2x1 per axis" in refusal(lambda: require_wgmma_workload(FP16))
     assert refusal(lambda: conv2d_int8(1, 64, 8, 8, 64, groups=2)) == \
-        "conv2d_int8 takes groups 1; this layer has groups 2"
+        "conv2d_int8 takes groups 1 or a depthwise layer (groups = C = K); this layer has groups 2 of 64 input and 64 " \
+        "output channels"
     assert refusal(lambda: conv2d_int8(1, 3, 8, 8, 32, 3, 3, (2, 1), 1, filter_layout="KRS8C4")) == \
         "conv2d_int8 with filter_layout='KRS8C4' takes groups 1, dilation 1, one stride and one padding; this layer " \
         "has stride 2x1 per axis"

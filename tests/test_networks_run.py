@@ -45,8 +45,9 @@ def test_each_configs_workload_and_the_one_line_where_int8_cannot_state_a_layer(
     int8 = layer_workload(S1, "int8", 32)   # notebook 08's int8 workload, as it built it before
     assert tvm_ffi.structural_equal(int8.mod, conv2d_int8(*S1.shape(32), relu=True, residual=False).mod)
     assert layer_workload(DW, "fp16", 32).shape == layer_shape(DW, 32)
-    with pytest.raises(ValueError, match="this layer has groups 32$"):
-        layer_workload(DW, "int8", 32)
+    assert layer_workload(DW, "int8", 32).shape == layer_shape(DW, 32)   # depthwise: int8_depthwise's
+    with pytest.raises(ValueError, match="this layer has groups 32 of 128 input and 128 output channels$"):
+        layer_workload(next(layer for layer in RESNEXT50_32X4D if 1 < layer.groups < layer.c), "int8", 32)
     narrow = layer_workload(MOBILENET_V2[2], "int8", 32)   # 32 -> 16 channels: one group of 32 lanes, 16 of them real
     assert narrow.sizes["k"] == 16 and narrow.out_shape[1] == 1
     with pytest.raises(ValueError, match="config 'fp64': expected one of fp32, fp16, int8"):
@@ -62,8 +63,10 @@ def test_the_plan_measures_a_layer_two_networks_share_once_and_lists_what_no_fam
     grouped = [(name, layer.groups) for name, layer, _ in fp16.refused]
     assert grouped == [("resnext50_32x4d", 32)] and "it has groups 32" in fp16.refused[0][2]
     assert not runner.plan(nets, "fp32", 1).refused   # fp32 takes grouped layers (nchw_grouped_gemm)
-    convnext = runner.plan({"convnext_tiny": CONVNEXT_TINY}, "int8", 32)
-    assert len(convnext.planned) == 4 and all("groups" in why for _, _, why in convnext.refused)
+    int8 = runner.plan(nets, "int8", 32)
+    assert [(name, layer.groups) for name, layer, _ in int8.refused] == [("resnext50_32x4d", 32)]
+    assert "groups 32 of 128" in int8.refused[0][2]
+    assert not runner.plan({"convnext_tiny": CONVNEXT_TINY}, "int8", 32).refused   # depthwise: int8_depthwise
     assert runner.quick_layers(MOBILENET_V2) == [MOBILENET_V2[0], DW] and runner.quick_layers(RESNET50) == [STEM]
 
 
@@ -239,7 +242,7 @@ class Clock:
 
 def test_choosing_stops_before_the_time_limit_and_the_same_command_goes_on(tmp_path, capsys):
     """ConvNeXt-T's 8 fp32 layers at 10 s a layer: 30 s left (after the margin) fit a first chunk of 5 at the prior
-    4 s x 1.5 a layer, then nothing more; the second run chooses the 3 left (one gets no kernel) and the 4 of int8."""
+    4 s x 1.5 a layer, then nothing more; the second run chooses the 3 left (one gets no kernel) and the 8 of int8."""
     clock = Clock(10.0)
     run = dict(root=tmp_path, arch="sm_90a", gpu="NVIDIA H200", deadline=runner.MARGIN_S + 30)
     assert runner.run_choose(["convnext_tiny"], ["fp32", "int8"], choose=clock.choose, clock=clock, **run) == 3
@@ -255,7 +258,7 @@ def test_choosing_stops_before_the_time_limit_and_the_same_command_goes_on(tmp_p
     rows = list(csv.DictReader(open(path)))
     fp32 = {r["shape"] for r in rows if r["dtype"] == "float32"}
     assert fp32 == {layer_shape(layer, 1) for layer in CONVNEXT_TINY} - {last}
-    assert len([r for r in rows if r["dtype"] == "int8"]) == 4   # its depthwise layers: no int8 workload
+    assert len([r for r in rows if r["dtype"] == "int8"]) == 8
     assert "1 layers got no verified kernel" in capsys.readouterr().out
     recorded, choices = layer_workload(CONVNEXT_TINY[0], "fp32", 1), runner.choices_for(tmp_path, "sm_90a")
     assert runner.pending([layer_workload(CONVNEXT_TINY[-1], "fp32", 1), recorded], choices)[0].shape == last
@@ -324,11 +327,11 @@ def test_the_notebooks_gpu_path_with_stand_ins_for_the_gpu(tmp_path, monkeypatch
     for source in cells[2:]:
         exec(source, space)
     out = capsys.readouterr().out
-    assert "fp16: 7 of 8 layers verified and timed beside cuDNN" in out and "int8: 3 of 4 layers" in out
+    assert "fp16: 7 of 8 layers verified and timed beside cuDNN" in out and "int8: 7 of 8 layers" in out
     assert "`python -m tirbench.bench.networks choose convnext_tiny --config fp16` records them" in out
     stage = tmp_path / "stage" / "10_networks"
     summary = pd.read_csv(stage / "networks.csv")
-    assert list(summary["config"]) == ["fp32", "fp16", "int8"] and list(summary["layers"]) == [7, 7, 3]
-    assert (stage / "networks_ratios.png").exists() and len(pd.read_csv(stage / "choices.csv")) == 7 + 7 + 3
+    assert list(summary["config"]) == ["fp32", "fp16", "int8"] and list(summary["layers"]) == [7, 7, 7]
+    assert (stage / "networks_ratios.png").exists() and len(pd.read_csv(stage / "choices.csv")) == 7 + 7 + 7
     rows = pd.read_csv(stage / "results.csv")
-    assert rows["verified"].all() and (rows["variant"] == "rules").sum() == 17
+    assert rows["verified"].all() and (rows["variant"] == "rules").sum() == 21

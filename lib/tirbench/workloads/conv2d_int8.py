@@ -48,7 +48,9 @@ from tirbench.workloads.conv2d import check_conv_params, conv2d_reference
 from tirbench.workloads.conv_geometry import ConvGeometry
 
 LANES = 32  #: channels per group of the NC/32HW32 layout
-FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4")  #: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4)
+#: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4); a depthwise layer's (groups = C = K) is "KRS":
+#: (K, R, S), its one tap set per channel
+FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4", "KRS")
 NARROW_LANES, NARROW_TAPS = 4, 8  #: ``"KRS8C4"``: lanes per tap and taps per kernel row
 
 
@@ -119,11 +121,11 @@ def krs8c4_to_kcrs(wt: np.ndarray, channels: int, taps: int) -> np.ndarray:
 
 def filter_layout_of(mod: tvm.IRModule) -> str:
     """The filter layout of a ``conv2d_int8`` module (one of ``FILTER_LAYOUTS``), from the W its block "conv" reads:
-    five axes "KCRS32"; four, the last of 4 lanes, "KRS8C4"; else "KRSC"."""
+    five axes "KCRS32"; three "KRS"; four, the last of 4 lanes, "KRS8C4"; else "KRSC"."""
     sch = tvm.s_tir.Schedule(mod)
     w = next(region.source for region in sch.get(sch.get_sblock("conv")).reads if region.source.name == "W")
-    if len(w.shape) == 5:
-        return "KCRS32"
+    if len(w.shape) in (3, 5):
+        return "KCRS32" if len(w.shape) == 5 else "KRS"
     return "KRS8C4" if int(w.shape[-1]) == NARROW_LANES else "KRSC"
 
 
@@ -153,15 +155,21 @@ def _module(n, c, h, w, k, r, s, geometry: ConvGeometry, relu, residual, filter_
     cg, kg = channel_groups(c), k // LANES
     # the reduction's taps and lanes: "KRS8C4" (a plain layer only) reads S8 taps (the last of them past the window:
     # Xp is widened for them) and 4 lanes of each pixel; the others all Cg*32 lanes
-    taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else (s, cg * LANES)
+    depthwise = filter_layout == "KRS"   # one input channel per output channel: the reduction's lanes are 1
+    taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else (s, 1 if depthwise else cg * LANES)
     x_shape = (n, cg, h, w, LANES)
     xp_shape = (n, cg, h + top + bottom, max(w + left + right, (ow - 1) * sw + (taps - 1) * dw + 1), LANES)
-    w_shape = {"KCRS32": (k, cg, r, s, LANES), "KRSC": (k, r, s, cg * LANES), "KRS8C4": (k, r, taps, lanes)}[
-        filter_layout]
+    w_shape = {"KCRS32": (k, cg, r, s, LANES), "KRSC": (k, r, s, cg * LANES), "KRS8C4": (k, r, taps, lanes),
+               "KRS": (k, r, s)}[filter_layout]
     y_shape = (n, kg, oh, ow, LANES)
 
     def filt(wt, f, ry, rx, rc):  # the filter's value for output channel f, tap (ry, rx), input channel rc
+        if depthwise:
+            return wt[f, ry, rx]
         return wt[f, rc // LANES, ry, rx, rc % LANES] if filter_layout == "KCRS32" else wt[f, ry, rx, rc]
+
+    def channel(f, rc):  # the input channel of output channel f's rc-th input channel
+        return f + rc if depthwise else rc
 
     def finish(t, res):  # residual add, ReLU, saturation (t: the rounded int32 value)
         if residual:
@@ -188,7 +196,8 @@ def _module(n, c, h, w, k, r, s, geometry: ConvGeometry, relu, residual, filter_
                 with T.init():
                     Yacc[b, f // LANES, y, x, f % LANES] = 0
                 Yacc[b, f // LANES, y, x, f % LANES] = Yacc[b, f // LANES, y, x, f % LANES] + T.Cast(
-                    "int32", Xp[b, rc // LANES, y * sh + ry * dh, x * sw + rx * dw, rc % LANES]) * T.Cast(
+                    "int32", Xp[b, channel(f, rc) // LANES, y * sh + ry * dh, x * sw + rx * dw,
+                                channel(f, rc) % LANES]) * T.Cast(
                     "int32", filt(W, f, ry, rx, rc))
         for o0, o1, o2, o3, o4 in T.grid(*y_shape):
             with T.sblock("epilogue"):
@@ -215,25 +224,34 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     suffixes), ``"KRS8C4"`` a plain layer only; groups are refused in one line.
     """
     geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
-    if geometry.groups != 1:
-        raise ValueError(f"conv2d_int8 takes groups 1; this layer has groups {geometry.groups}")
-    if filter_layout == "KRS8C4":
-        geometry.require_plain("conv2d_int8 with filter_layout='KRS8C4'")
+    depthwise = geometry.groups == c == k > 1
+    if geometry.groups != 1 and not depthwise:
+        raise ValueError(f"conv2d_int8 takes groups 1 or a depthwise layer (groups = C = K); this layer has groups "
+                         f"{geometry.groups} of {c} input and {k} output channels")
     if filter_layout not in FILTER_LAYOUTS:
         raise ValueError(f"filter_layout={filter_layout!r}: expected one of {', '.join(FILTER_LAYOUTS)}")
+    if depthwise and filter_layout == "KCRS32":   # the default: a depthwise layer's filter is its own
+        filter_layout = "KRS"
+    if (filter_layout == "KRS") != depthwise:
+        raise ValueError(f"filter_layout={filter_layout!r}: 'KRS' is the filter of a depthwise layer (groups = C = K) "
+                         f"and the only one it takes")
+    if filter_layout == "KRS8C4":
+        geometry.require_plain("conv2d_int8 with filter_layout='KRS8C4'")
     if filter_layout == "KRS8C4" and c > NARROW_LANES:
         raise ValueError(f"filter_layout='KRS8C4' holds at most {NARROW_LANES} input channels, got c={c}")
     pack, unpack = {"KCRS32": (kcrs_to_kc32rs32, kc32rs32_to_kcrs), "KRSC": (kcrs_to_krsc, krsc_to_kcrs),
-                    "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s))}[filter_layout]
+                    "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s)),
+                    "KRS": (lambda wt: np.ascontiguousarray(wt[:, 0]), lambda wt, channels: wt[:, None])}[filter_layout]
     check_positive(n=n)
     oh, ow = geometry.out_hw(h, w, r, s)
     kp = channel_groups(k) * LANES   # the output channels as stored
     y_shape = (n, kp // LANES, oh, ow, LANES)
-    red, stored = c * r * s, channel_groups(c) * LANES
+    cpg = c // geometry.groups   # input channels a group
+    red, stored = cpg * r * s, channel_groups(c) * LANES
 
     def make_inputs(rng: np.random.Generator) -> list[np.ndarray]:
         x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
-        wt = rng.integers(-128, 128, (k, c, r, s), dtype=np.int8)
+        wt = rng.integers(-128, 128, (k, cpg, r, s), dtype=np.int8)
         bias = rng.integers(-2 ** 16, 2 ** 16, k, dtype=np.int32)
         # outputs of a few tens: acc has a standard deviation of ~74^2 sqrt(red) (uniform int8 operands)
         scale = (rng.uniform(0.5, 1.5, k) * 40.0 / (74.0 ** 2 * np.sqrt(red))).astype(np.float32)
@@ -246,7 +264,7 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     def reference(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, scale: np.ndarray, res: np.ndarray) -> np.ndarray:
         check_scale(scale)
         acc = conv2d_reference(nchw32_to_nchw(x, c), unpack(wt, c)[:k], stride=geometry.stride, pad=geometry.pad,
-                               dilation=geometry.dilation)
+                               dilation=geometry.dilation, groups=geometry.groups)
         acc = np.rint(acc).astype(np.int64)  # exact: every partial sum is an integer below 2^53
         out = requantize(acc, bias[:k], scale[:k], nchw32_to_nchw(res, k) if residual else None, relu=relu)
         return nchw_to_nchw32(out)   # the lanes past K: zero
@@ -258,6 +276,7 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
         dtype="int8", mod=_module(n, c, h, w, kp, r, s, geometry, relu, residual, filter_layout),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
-        bytes=n * stored * h * w + kp * stored * r * s + kp * 8 + n * kp * oh * ow * (2 if residual else 1),
+        bytes=n * stored * h * w + kp * (r * s if depthwise else stored * r * s) + kp * 8
+        + n * kp * oh * ow * (2 if residual else 1),
         tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32", extra=geometry.extra(),
     )

@@ -1,4 +1,5 @@
-"""Depthwise convolution (groups = C, K = m * C) as the memory-bound stencil it is: SIMT, NCHW or NHWC, fp32 or fp16.
+"""Depthwise convolution (groups = C, K = m * C) as the memory-bound stencil it is: SIMT, NCHW or NHWC, fp32 or fp16,
+and int8 NC/32HW32 (``conv2d_int8(..., groups=C)``: K = C, channels-last within each group of 32, as NHWC).
 
 A depthwise layer does R * S multiply-adds per output and reads each input value R * S times, so it is bound by
 memory, not arithmetic: its floor is the workload's ``bytes`` (input, filter and output once each) over the HBM
@@ -9,7 +10,8 @@ read (the tile's rows and columns widened by the halo, ``(t - 1) * stride + (win
 predicate on that copy (the padded input never exists; any padding per side, stride and dilation per axis, since
 TVM derives the window from the block's index expressions). Then each thread accumulates ``thread_rows`` consecutive
 output rows of one column in registers (float32, also for float16 inputs), reading the window from shared memory and
-its channel's R * S filter taps from registers, and stores them (float16: rounded on the store).
+its channel's R * S filter taps from registers, and stores them (float16: rounded on the store; int8: int32
+accumulators, requantized on the store by the workload's epilogue).
 
 Threads run along the contiguous axis: output columns in NCHW (a warp reads one window row and stores one output row),
 channels in NHWC (a warp reads and stores ``channels`` contiguous values of a pixel). Where a tile does not divide the
@@ -30,9 +32,9 @@ SHARED_LIMIT = 48 * 1024
 
 
 def depthwise_layout(sch: s_tir.Schedule) -> str:
-    """"NCHW" or "NHWC": the layout of a depthwise ``"conv"`` block (one input channel per group); a one-line
-    ValueError for anything else."""
-    for layout in ("NCHW", "NHWC"):
+    """"NCHW", "NHWC" or "NCHW32" (``conv2d_int8``'s): the layout of a depthwise ``"conv"`` block (one input channel
+    per group); a one-line ValueError for anything else."""
+    for layout in ("NCHW", "NHWC", "NCHW32"):
         try:
             _, ext = conv_block(sch, layout)
         except ValueError:
@@ -41,7 +43,8 @@ def depthwise_layout(sch: s_tir.Schedule) -> str:
             raise ValueError(f"the depthwise schedule takes one input channel per group (groups = C); this layer "
                              f"has {ext['c']}")
         return layout
-    raise ValueError("the depthwise schedule needs an NCHW or NHWC convolution: conv2d(..., groups=c)")
+    raise ValueError("the depthwise schedule needs an NCHW or NHWC convolution, conv2d(..., groups=c), or an int8 "
+                     "one, conv2d_int8(..., groups=c)")
 
 
 def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), channels: int = 1,
@@ -55,6 +58,8 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     for param, value in (*params, ("thread_rows", thread_rows)):
         require_positive_int(value, param=param)
     require_divides(th, thread_rows, param="thread_rows", axis="tile[0]")
+    if layout == "NCHW32" and channels % 32:
+        raise ValueError(f"channels={channels}: an int8 NC/32HW32 block takes whole groups of 32 channels (32, 64...)")
     threads = th // thread_rows * tw * channels
     require_threads(threads, param="tile[0]/thread_rows*tile[1]*channels")
     if layout == "NCHW":
@@ -74,8 +79,9 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     sch.bind(sch.fuse(n, bk, by, bx), "blockIdx.x")
     acc = sch.cache_write(blk, 0, "local")
     sch.reverse_compute_at(acc, thread)
-    if has_block(sch, "cast"):   # float16: round the float32 accumulators on the store
-        sch.reverse_compute_inline(sch.get_sblock("cast"))
+    for last in ("cast", "epilogue"):   # float16: round the float32 accumulators on the store; int8: requantize them
+        if has_block(sch, last):
+            sch.reverse_compute_inline(sch.get_sblock(last))
     taps = sch.cache_read(blk, 1, "local")
     sch.compute_at(taps, thread)
     fetch, lane = sch.split(sch.fuse(*sch.get_loops(window)[1:]), factors=[None, threads])

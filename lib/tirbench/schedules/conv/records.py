@@ -293,6 +293,18 @@ SM75_INT8_WMMA = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "tile_k": 32},
     ), needs=("wmma",))
 INT8_TURING: tuple[KernelRecord, ...] = (SM75_INT8_WMMA,)
+#: int8 depthwise layers (``conv2d_int8(..., groups=C)``, K = C, filter (K, R, S)): the depthwise stencil on the
+#: NC/32HW32 layout, threads along a block's 32 or 64 channels (whole lane groups) as in NHWC, int32 accumulators
+#: requantized on the store. Memory-bound as fp16's, on half its bytes. No cp.async: any CUDA GPU.
+INT8_DEPTHWISE = KernelRecord(
+    "int8_depthwise", conv2d_depthwise, {"tile": (4, 8), "channels": 32, "thread_rows": 4},
+    takes_groups("epilogue", ("int8",), ("NCHW32",), "C"), candidates=(
+        {"tile": (4, 8), "channels": 32, "thread_rows": 4},
+        {"tile": (7, 7), "channels": 32, "thread_rows": 7},
+        {"tile": (4, 4), "channels": 64, "thread_rows": 2},
+        {"tile": (2, 8), "channels": 64, "thread_rows": 2},
+        {"tile": (8, 8), "channels": 32, "thread_rows": 8},
+    ), needs=())
 
 #: Winograd F(m x m, 3x3) fp32 (``conv2d_winograd``, NCHW or NHWC; m = 2 or 4 is the workload's, since the module
 #: differs): input transform, the batched GEMM through the v5 nest, output transform. The sweep: the GEMM ladder's

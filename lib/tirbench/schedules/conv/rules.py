@@ -46,8 +46,8 @@ from tvm import s_tir
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_MMA, INT8_TMA_WS,
-                                             INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK,
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_DEPTHWISE, INT8_MMA,
+                                             INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK,
                                              NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN,
                                              SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_NHWC_GEMM,
                                              SM75_WINOGRAD, TENSOR_CORE_TURING, WINOGRAD)
@@ -57,8 +57,10 @@ from tirbench.workloads.conv_geometry import geometry_of, output_size
 from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
+#: The depthwise family of each layout.
+DEPTHWISE_BY_LAYOUT = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC, "NCHW32": INT8_DEPTHWISE}
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
-ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, HWCN_HOPPER,
+ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, HWCN_HOPPER,
             NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
             *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
@@ -239,7 +241,7 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     """The kernel families that take ``wl`` and build for the build's architecture (``built_here``), each with its
     ``keep`` best candidates for it (see the module docstring); a one-line ValueError for a workload no family
     takes. ``keep=0`` schedules no candidate (``refused_here``: only whether a family builds here)."""
-    if wl.name == "conv2d" and (DEPTHWISE_NCHW.accepts(wl) is None or DEPTHWISE_NHWC.accepts(wl) is None):
+    if wl.name == "conv2d" and any(f.accepts(wl) is None for f in DEPTHWISE_BY_LAYOUT.values()):
         return _depthwise_records(wl, keep)
     if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None:
         v = gemm_view(wl)   # one group's GEMM: rows its output channels, columns the pixels; the groups side by side
@@ -284,14 +286,14 @@ def no_family(wl: Workload) -> str | None:
     if not wl.extra or any(f.accepts(wl) is None for f in ALL_CONV):
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
-            f"(float32 or float16, NCHW or NHWC), grouped ones (float32 NCHW, two output channels a group or more) "
+            f"(float32 or float16, NCHW or NHWC; int8), grouped ones (float32 NCHW, two output channels a group or more) "
             f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 NHWC, int8)")
 
 
 def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
     """The depthwise family of ``wl``'s layout with its ``keep`` best candidates by ``depthwise_score`` that
     schedule the layer (a window over 48 KB is refused)."""
-    family, = built_here(wl, (DEPTHWISE_NCHW if wl.layout == "NCHW" else DEPTHWISE_NHWC,))
+    family, = built_here(wl, (DEPTHWISE_BY_LAYOUT[wl.layout],))
     taken = []
     for cand in sorted(family.candidates, key=lambda c: -depthwise_score(wl, c)):
         if len(taken) < keep and refusal(lambda: family.apply(wl, cand)) is None:
