@@ -11,7 +11,8 @@ from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_impl
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma, conv2d_int8_wmma
 from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws
-from tirbench.schedules.conv.simt_gemm import conv2d_nchw_implicit_gemm, conv2d_nhwc_implicit_gemm
+from tirbench.schedules.conv.simt_gemm import (conv2d_nchw_implicit_gemm, conv2d_nhwc_grouped_gemm,
+                                              conv2d_nhwc_implicit_gemm)
 from tirbench.schedules.conv.winograd import conv2d_winograd_simt
 from tirbench.schedules.gemm.tensorcore import MMA_ASYNC_CONFIG
 from tirbench.workloads.base import Workload
@@ -127,6 +128,21 @@ NCHW_GROUPED_GEMM = KernelRecord(
         {"block_tile": (64, 64), "warp_tile": (32, 32), "thread_tile": (4, 8), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8), "tile_k": 16, "stages": 3},
     ), needs=("cp_async",))
+#: Grouped fp16 NHWC layers (1 < groups < C, ResNeXt-50's grouped 3x3s in fp16): a batched GEMM per group on
+#: blockIdx.y through the v5 nest (``simt_gemm.conv2d_nhwc_grouped_gemm``), rows the pixels, columns the group's K /
+#: groups output channels (4 to 32 in ResNeXt-50): 8-, 16- and 32-column tiles of 64 or 128 rows, fp32 accumulators
+#: rounded to half on the store. 4x4 thread tiles: 8x4 ones spill 8-12 bytes for sm_90a (nvcc 13).
+NHWC_GROUPED_GEMM = KernelRecord(
+    "nhwc_grouped_gemm", conv2d_nhwc_grouped_gemm,
+    {"block_tile": (64, 16), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+    takes_groups("conv", ("float16",), ("NHWC",), "below C"), SIMT_ASYNC_CONFIG, candidates=(
+        {"block_tile": (64, 8), "warp_tile": (64, 8), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 8), "warp_tile": (64, 8), "thread_tile": (4, 4), "tile_k": 32, "stages": 3},
+        {"block_tile": (64, 16), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 16), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 32, "stages": 3},
+        {"block_tile": (64, 32), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
+        {"block_tile": (128, 32), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 32, "stages": 3},
+    ), needs=("cp_async",))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
 
 
@@ -134,6 +150,7 @@ SM75_HWCN = turing(HWCN_HOPPER)
 SM75_NCHW_GEMM = turing(NCHW_GEMM)
 SM75_NHWC_GEMM = turing(NHWC_GEMM)
 SM75_NCHW_GROUPED_GEMM = turing(NCHW_GROUPED_GEMM)
+SM75_NHWC_GROUPED_GEMM = turing(NHWC_GROUPED_GEMM)
 
 #: Depthwise layers (groups = C, any channel multiplier m = K / C) as the memory-bound stencil they are
 #: (``conv.depthwise``): the bound is the workload's bytes over HBM bandwidth, not FLOPs. A block copies its input

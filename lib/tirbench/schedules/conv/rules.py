@@ -12,8 +12,9 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   And the implicit GEMM on the v5 nest (``NCHW_GEMM``: output channels x output pixels), tiles ranked by fill.
 - Depthwise layers (groups = C, any channel multiplier), float32 or float16, NCHW or NHWC: the shared-memory stencil
   (``DEPTHWISE_NCHW``, ``DEPTHWISE_NHWC``), tilings ranked by ``depthwise_score`` (real outputs, wave fill, halo).
-- Grouped float32 NCHW layers (1 < groups < C): the implicit GEMM batched over the groups (``NCHW_GROUPED_GEMM``),
-  tiles ranked by how one group's GEMM, the groups side by side, fills the SMs.
+- Grouped float32 NCHW and float16 NHWC layers (1 < groups < C): the implicit GEMM batched over the groups
+  (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``), tiles ranked by how one group's GEMM, the groups side by side,
+  fills the SMs.
 - A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them (split-K, HWCN and
   the tensor-core families do not); a layer no family takes is refused in one line.
 - float32 NHWC: the implicit GEMM on the v5 nest (``NHWC_GEMM``: output pixels x output channels).
@@ -47,10 +48,11 @@ from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_DEPTHWISE, INT8_MMA,
-                                             INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NCHW_SPLITK,
-                                             NHWC_1X1_TMA, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN,
-                                             SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_NHWC_GEMM,
-                                             SM75_WINOGRAD, TENSOR_CORE_TURING, WINOGRAD)
+                                             INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM,
+                                             NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_GROUPED_GEMM, NHWC_MMA,
+                                             NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN, SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM,
+                                             SM75_NHWC_GEMM, SM75_NHWC_GROUPED_GEMM, SM75_WINOGRAD,
+                                             TENSOR_CORE_TURING, WINOGRAD)
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv_geometry import geometry_of, output_size
@@ -60,9 +62,9 @@ from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 #: The depthwise family of each layout.
 DEPTHWISE_BY_LAYOUT = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC, "NCHW32": INT8_DEPTHWISE}
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
-ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, HWCN_HOPPER,
-            NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
-            *INT8_TURING)
+ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM,
+            NHWC_GROUPED_GEMM, HWCN_HOPPER, NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING,
+            INT8_WGMMA, INT8_MMA, INT8_TMA_WS, *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
 SMS = current_gpu().sm_count
@@ -244,10 +246,10 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     if wl.name == "conv2d" and any(f.accepts(wl) is None for f in DEPTHWISE_BY_LAYOUT.values()):
         return _depthwise_records(wl, keep)
     if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None:
-        v = gemm_view(wl)   # one group's GEMM: rows its output channels, columns the pixels; the groups side by side
-        score = lambda bm, bn: round(GemmView(v.n, v.m, v.k).fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
-        return [f.with_candidates(ranked_tiles(wl, f, keep, score=score))
-                for f in built_here(wl, (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))]
+        v = gemm_view(wl)   # NCHW: one group's GEMM has its output channels as rows, the pixels as columns
+        return _grouped_records(wl, keep, GemmView(v.n, v.m, v.k), (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))
+    if wl.name == "conv2d" and NHWC_GROUPED_GEMM.accepts(wl) is None:   # NHWC: rows the pixels, as ``gemm_view``
+        return _grouped_records(wl, keep, gemm_view(wl), (NHWC_GROUPED_GEMM,), (SM75_NHWC_GROUPED_GEMM,))
     if wl.name == "conv2d" and (reason := no_family(wl)) is not None:
         raise ValueError(f"conv rules: no family takes conv2d {wl.shape} ({wl.dtype} {wl.layout}): {reason}")
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
@@ -280,14 +282,23 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     return records
 
 
+def _grouped_records(wl: Workload, keep: int, view: GemmView,
+                     *groups: tuple[KernelRecord, ...]) -> list[KernelRecord]:
+    """A grouped implicit GEMM's family that builds here, its tiles ranked by how one group's GEMM (``view``, oriented
+    as the family's rows and columns), the groups side by side, fills the SMs."""
+    score = lambda bm, bn: round(view.fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
+    return [f.with_candidates(ranked_tiles(wl, f, keep, score=score)) for f in built_here(wl, *groups)]
+
+
 def no_family(wl: Workload) -> str | None:
     """None where some family takes the conv2d ``wl`` (or it is plain); else why none does, in one line (read from
     the families' ``accepts``: nothing is scheduled)."""
     if not wl.extra or any(f.accepts(wl) is None for f in ALL_CONV):
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
-            f"(float32 or float16, NCHW or NHWC; int8), grouped ones (float32 NCHW, two output channels a group or more) "
-            f"and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 NHWC, int8)")
+            f"(float32 or float16, NCHW or NHWC; int8), grouped ones (float32 NCHW or float16 NHWC, two output "
+            f"channels a group or more) and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 "
+            f"NHWC, int8)")
 
 
 def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:

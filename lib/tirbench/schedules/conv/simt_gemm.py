@@ -29,6 +29,7 @@ from tvm import s_tir
 from tvm.tirx import IndexMap
 
 from tirbench.schedules.common.padding import pad_to_tiles, padded_extents
+from tirbench.schedules.common.checks import loop_extent
 from tirbench.schedules.common.tiling import check_simt_tiles, has_block, simt_nest
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import (default_channel_block, inline_im2col, pixel_index,
@@ -88,11 +89,12 @@ def groups_of(sch: s_tir.Schedule) -> int:
 _GROUPED_VARS = ("g", "j", "b", "y", "x", "rc", "ry", "rx")
 
 
-def _access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str) -> list[str]:
-    """The block variables (by ``_GROUPED_VARS`` name) that index ``buffer`` in ``blk``, in order: a reindexed
+def _access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str,
+                 var_names: tuple[str, ...] = _GROUPED_VARS) -> list[str]:
+    """The block variables (by ``var_names`` name) that index ``buffer`` in ``blk``, in order: a reindexed
     buffer's axes (TVM leaves out the variables an access does not use, such as 1-wide ones)."""
     block = sch.get(blk)
-    names = {v.var.name: name for v, name in zip(block.iter_vars, _GROUPED_VARS)}
+    names = {v.var.name: name for v, name in zip(block.iter_vars, var_names)}
     region = next(r for r in (*block.reads, *block.writes) if r.source.name == buffer)
     return [names[str(axis.min)] for axis in region.region]
 
@@ -148,6 +150,56 @@ def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
     return sch
 
 
+#: The grouped NHWC "conv" block's variables once the output channel is split into (group, channel in group).
+_NHWC_GROUPED_VARS = ("g", "b", "y", "x", "j", "ry", "rx", "rc")
+
+
+def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
+    """Reindex the grouped NHWC float16 convolution's block "conv" into a batched GEMM block, one GEMM per group
+    (loops: group, output pixel, output channel in group, (r, s, c) of the group), A = the im2col of the group's
+    input channels, B = the group's filter columns, C = the group's output channels (fp32 accumulators); the "cast"
+    to half is folded into the output copy (``output_copy``), put in the same (group, m, n) order. A group of one
+    output channel is refused in one line."""
+    blk, ext = conv_block(sch, "NHWC")
+    if not has_block(sch, "cast"):
+        raise ValueError("this schedule takes float16 inputs: use conv2d(..., layout='NHWC', dtype='float16')")
+    groups = int(sch.get(blk).reads[0].source.shape[3]) // ext["c"]
+    r, s, kg = ext["r"], ext["s"], ext["k"] // groups
+    if groups == 1 or kg == 1 or ((ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1):
+        raise ValueError(f"the grouped NHWC implicit GEMM takes groups > 1, at least 2 output channels per group and "
+                         f"an output of at least 2x2 pixels under a window; this layer has groups {groups}, {kg} "
+                         f"and {ext['oh']}x{ext['ow']}")
+    column = pixel_index(ext)
+    widths = {"ry": r, "rx": s, "rc": ext["c"]}
+    strides = {"ry": s * ext["c"], "rx": ext["c"], "rc": 1}
+
+    def k_index(at):   # (r, s, c) of the group; a 1-wide axis gets no term (TVM's bijectivity check trips on it)
+        return sum((at.get(a, 0) * strides[a] for a in widths if widths[a] > 1), 0)
+
+    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (f // kg, b, y, x, f % kg, ry, rx, rc))
+    for operand in (("read", 0), ("read", 1), ("write", 0)):
+        sch.reindex(blk, operand)
+    sch.reverse_compute_inline(sch.get_sblock("cast"))
+    out = output_copy(sch)
+    axes = {name: _access_axes(sch, blk, name, _NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
+    sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
+        g, column(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
+
+    def gemm_index(name: str, *rows_cols: str):
+        def index(*dims):
+            at = dict(zip(axes[name], dims))
+            pick = {"g": lambda: at.get("g", 0), "j": lambda: at.get("j", 0), "k": lambda: k_index(at),
+                    "pixel": lambda: column(at.get("b", 0), at.get("y", 0), at.get("x", 0))}
+            return tuple(pick[axis]() for axis in rows_cols)
+        return IndexMap.from_func(index, ndim=len(axes[name]), index_dtype="int32")
+
+    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "pixel", "k"))
+    sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "k", "j"))
+    sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "pixel", "j"))
+    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, "g", "pixel", "j"))
+    return sch
+
+
 def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:
     """After the GEMM helper: im2col, the filter reshape and the padding into the shared fills, the output copy
     into the register write-back (Y stored straight from registers)."""
@@ -192,17 +244,39 @@ def conv2d_nchw_implicit_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int
     return _finish(sch)
 
 
+def conv2d_nhwc_grouped_gemm(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 16),
+                             warp_tile: tuple[int, int] = (64, 16), thread_tile: tuple[int, int] = (8, 4),
+                             tile_k: int = 16, stages: int = 3, raster: int = 1, prefetch: str = "none",
+                             columns_outer: bool = False, async_copy: bool = True) -> s_tir.Schedule:
+    """The grouped NHWC fp16 convolution as a batched GEMM through the v5 nest (``nhwc_grouped_as_gemm``; rows: output
+    pixels, columns: a group's output channels, the group on blockIdx.y), fp32 accumulators rounded to half in the
+    register write-back. Parameters as for ``gemm_v5_warp_tiled``; any shape and window (see the module docstring).
+    The filter's fill copies 4 halves at a time where a group's output channels are a multiple of 4 (8-byte
+    ``cp.async``), else 2 or 1."""
+    nhwc_grouped_as_gemm(sch)
+    kg = loop_extent(sch, sch.get_loops(sch.get_sblock("conv"))[2])   # loops: group, pixel, channel in group, k
+    _batched_v5(sch, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile, tile_k=tile_k,
+                stages=stages, raster=raster, prefetch=prefetch, columns_outer=columns_outer, async_copy=async_copy,
+                b_fill_vector=next(v for v in (4, 2, 1) if kg % v == 0), a_read=0, axes=_NHWC_GROUPED_AXES)
+    return _finish(sch)
+
+
+#: The batched GEMM's axes as ``check_simt_tiles`` names them: NCHW's rows are a group's output channels, NHWC's
+#: the pixels.
+_NCHW_GROUPED_AXES = ("k / groups (output channels of a group)", "n * oh * ow (pixels)", "c / groups * r * s")
+_NHWC_GROUPED_AXES = ("n * oh * ow (pixels)", "k / groups (output channels of a group)", "r * s * c / groups")
+
+
 def _batched_v5(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: tuple[int, int],
                 thread_tile: tuple[int, int], tile_k: int, stages: int, raster: int, prefetch: str,
-                columns_outer: bool, async_copy: bool, b_fill_vector: int) -> None:
-    """``gemm_v5_warp_tiled`` on the batched GEMM block "conv" (loops: group, m, n, k; B multiplied by A), the
-    group on blockIdx.y (as Winograd's batched GEMM)."""
+                columns_outer: bool, async_copy: bool, b_fill_vector: int, a_read: int = 1,
+                axes: tuple[str, str, str] = _NCHW_GROUPED_AXES) -> None:
+    """``gemm_v5_warp_tiled`` on the batched GEMM block "conv" (loops: group, m, n, k; ``a_read``: which read is A,
+    1 where B is multiplied by A), the group on blockIdx.y (as Winograd's batched GEMM)."""
     tiles = (*block_tile, tile_k)
     extents = padded_extents(sch, "conv", tiles, ("block_tile[0]", "block_tile[1]", "tile_k"))
     threads = check_simt_tiles(extents, block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
-                               tile_k=tile_k, vector=4, stages=stages, raster=raster, prefetch=prefetch,
-                               axes=("k / groups (output channels of a group)", "n * oh * ow (pixels)",
-                                     "c / groups * r * s"))
+                               tile_k=tile_k, vector=4, stages=stages, raster=raster, prefetch=prefetch, axes=axes)
     padding = pad_to_tiles(sch, "conv", tiles)
     (bm, bn), (wm, wn), (tm, tn) = block_tile, warp_tile, thread_tile
     blk = sch.get_sblock("conv")
@@ -212,7 +286,7 @@ def _batched_v5(sch: s_tir.Schedule, *, block_tile: tuple[int, int], warp_tile: 
     cols = sch.split(j, factors=[None, bn // wn, wn // tn, tn])
     simt_nest(sch, blk, rows=rows, cols=cols, k_loops=sch.split(kk, factors=[None, tile_k]), threads=threads,
               vector=4, fragments=True, stages=stages, async_copy=async_copy, raster=raster, prefetch=prefetch,
-              columns_outer=columns_outer, a_read=1, b_fill_vector=b_fill_vector)
+              columns_outer=columns_outer, a_read=a_read, b_fill_vector=b_fill_vector)
     padding.store_direct(sch)
 
 
