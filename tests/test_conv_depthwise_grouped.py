@@ -1,10 +1,10 @@
 """Kernels for layers beyond plain ones (issue 42): the depthwise stencil (``conv.depthwise``, records DEPTHWISE_NCHW,
-DEPTHWISE_NHWC and INT8_DEPTHWISE), the grouped NCHW implicit GEMM (NCHW_GROUPED_GEMM), the SIMT implicit GEMMs with a dilation
-or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM) and the fp16 and int8 tensor-core ones (NHWC_WGMMA, NHWC_MMA,
-NHWC_WMMA, INT8_WGMMA, INT8_MMA, SM75_INT8_WMMA). Without a GPU: each kernel's arithmetic (its schedule
-replayed without thread bindings) matches ``conv2d_reference`` on llvm; every candidate's CUDA goes through nvcc for
-sm_90a and sm_80 without spills; the rules offer the families and refuse a layer none takes in one line; shape
-strings with suffixes read back into their workloads."""
+DEPTHWISE_NHWC and INT8_DEPTHWISE), the grouped implicit GEMMs (NCHW_GROUPED_GEMM, fp16 NHWC_GROUPED_GEMM), the SIMT
+implicit GEMMs with a dilation or a stride or padding per axis (NCHW_GEMM, NHWC_GEMM) and the fp16 and int8
+tensor-core ones (NHWC_WGMMA, NHWC_MMA, NHWC_WMMA, INT8_WGMMA, INT8_MMA, SM75_INT8_WMMA). Without a GPU: each kernel's
+arithmetic (its schedule replayed without thread bindings) matches ``conv2d_reference`` on llvm; every candidate's
+CUDA goes through nvcc for sm_90a and sm_80 without spills; the rules offer the families and refuse a layer none
+takes in one line; shape strings with suffixes read back into their workloads."""
 from __future__ import annotations
 
 import functools
@@ -22,8 +22,8 @@ from tirbench.core.serial import without_threads
 from tirbench.report import overview
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_MMA, INT8_TMA_WS,
-                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_MMA, NHWC_TMA_WS,
-                                             NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
+                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_GEMM,
+                                             NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
 from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
@@ -104,6 +104,31 @@ def test_grouped_gemm_matches_the_reference_on_llvm(case):
     n, c, h, w, k, r, s, stride, pad, dilation, groups = GROUPED_CASES[case]
     wl = conv2d(n, c, h, w, k, r, s, stride, pad, dilation=dilation, groups=groups)
     check_on_llvm(wl, NCHW_GROUPED_GEMM.apply(wl, GEMM_SMALL))
+
+
+#: fp16 NHWC grouped layers (N, C, H, W, K, R, S, stride, pad, dilation, groups), ResNeXt-like: 32 groups of 2
+#: channels (the filter's fill 4 bytes a copy), of 4 at stride 2 (8 bytes), 4 groups of 3 output channels with a 1x3
+#: window and a padding per axis (element copies), and groups with a dilation, a stride per axis and a padding per side.
+FP16_GROUPED_CASES = {"g32_c2": (1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 32),
+                      "g32_c4_s2": (2, 128, 9, 9, 128, 3, 3, 2, 1, 1, 32),
+                      "g4_1x3": (2, 8, 9, 9, 12, 1, 3, 1, (0, 1), 1, 4),
+                      "g8_geometry": (1, 16, 10, 10, 16, 3, 3, (2, 1), (1, 2, 0, 1), (1, 2), 8)}
+
+
+@pytest.mark.parametrize("case", FP16_GROUPED_CASES)
+def test_fp16_nhwc_grouped_gemm_matches_the_reference_on_llvm(case):
+    """Tiles wider than a group (its columns padded), pixels no tile divides, every geometry."""
+    n, c, h, w, k, r, s, stride, pad, dilation, groups = FP16_GROUPED_CASES[case]
+    wl = conv2d(n, c, h, w, k, r, s, stride, pad, dilation=dilation, groups=groups, layout="NHWC", dtype="float16")
+    check_on_llvm(wl, NHWC_GROUPED_GEMM.apply(wl, NHWC_GROUPED_GEMM.candidates[0]))
+
+
+def test_the_rules_fp16_grouped_candidates_match_the_reference_on_llvm():
+    wl = conv2d(2, 128, 7, 7, 128, groups=8, layout="NHWC", dtype="float16")   # 16 channels a group
+    (record,) = rule_records(wl, keep=2)
+    assert record.name == NHWC_GROUPED_GEMM.name and len(record.candidates) == 2
+    for cand in record.candidates:
+        check_on_llvm(wl, record.apply(wl, cand))
 
 
 @pytest.mark.parametrize("layout, record", [("NCHW", NCHW_GEMM), ("NHWC", NHWC_GEMM)])
@@ -187,8 +212,12 @@ def test_an_int8_layer_beyond_plain_gets_the_implicit_gemms_and_no_packed_filter
 NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
         DEPTHWISE_NHWC.name: conv2d(32, 96, 112, 112, 96, 3, 3, 2, 1, groups=96, layout="NHWC", dtype="float16"),
         NCHW_GROUPED_GEMM.name: conv2d(1, 256, 28, 28, 256, groups=32),
+        NHWC_GROUPED_GEMM.name: conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
         INT8_DEPTHWISE.name: conv2d_int8(32, 144, 56, 56, 144, 3, 3, 2, 1, groups=144)}
-RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, INT8_DEPTHWISE)}
+RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, NHWC_GROUPED_GEMM, INT8_DEPTHWISE)}
+#: The grouped GEMMs' candidates nvcc builds here: NCHW's first two (its nest is test_conv_simt_gemm's), NHWC's first
+#: and last (8 columns of 64 rows, 32 of 128).
+NVCC_CANDIDATES = {NCHW_GROUPED_GEMM.name: (0, 1), NHWC_GROUPED_GEMM.name: (0, len(NHWC_GROUPED_GEMM.candidates) - 1)}
 
 
 @functools.cache
@@ -201,8 +230,8 @@ def cuda_of(name: str, index: int) -> str:
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("name, index", [   # the grouped GEMM's first two: its nest is test_conv_simt_gemm's
-    (r.name, i) for r in RECORDS.values() for i in range(len(r.candidates)) if r is not NCHW_GROUPED_GEMM or i < 2])
+@pytest.mark.parametrize("name, index", [
+    (r.name, i) for r in RECORDS.values() for i in NVCC_CANDIDATES.get(r.name, range(len(r.candidates)))])
 def test_nvcc_takes_every_candidate_without_spills(name, index, arch):
     report = " | ".join(nvcc_report(cuda_of(name, index), arch))
     assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report
@@ -218,6 +247,8 @@ def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     (conv2d(32, 192, 28, 28, 192, 3, 3, 2, 1, groups=192, layout="NHWC", dtype="float16"), ["depthwise_nhwc"]),
     (conv2d(1, 96, 56, 56, 96, 7, 7, 1, 3, groups=96, dtype="float16"), ["depthwise_nchw"]),
     (conv2d(1, 128, 56, 56, 128, groups=32), ["nchw_grouped_gemm"]),
+    (conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"), ["nhwc_grouped_gemm"]),
+    (conv2d(32, 256, 56, 56, 256, 3, 3, 2, 1, groups=32, layout="NHWC", dtype="float16"), ["nhwc_grouped_gemm"]),
     (conv2d(1, 512, 28, 28, 512, pad=2, dilation=2), ["nchw_gemm"]),
     (conv2d(1, 768, 17, 17, 192, 1, 7, 1, (0, 3), layout="NHWC"), ["nhwc_gemm"]),
     (conv2d(32, 768, 17, 17, 192, 7, 1, 1, (3, 0), layout="NHWC", dtype="float16"), ["nhwc_wgmma", "nhwc_mma"]),
@@ -230,7 +261,8 @@ def test_the_rules_offer_the_families_that_take_a_layer(wl, families):
 
 
 @pytest.mark.parametrize("wl, has", [
-    (conv2d(1, 64, 14, 14, 64, groups=32, layout="NHWC", dtype="float16"), "groups 32"),
+    (conv2d(1, 64, 14, 14, 32, groups=32, layout="NHWC", dtype="float16"), "groups 32"),   # 1 output channel a group
+    (conv2d(1, 64, 14, 14, 64, groups=32, layout="NHWC"), "groups 32"),   # fp32 NHWC grouped
     (conv2d(1, 64, 14, 14, 64, pad=2, dilation=2, layout="HWCN"), "dilation 2"),
     (conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="HWCN"), "stride 2x1 per axis"),
 ])
@@ -244,6 +276,9 @@ def test_a_layer_no_family_takes_is_refused_in_one_line(wl, has):
     (DEPTHWISE_NCHW, conv2d(1, 64, 8, 8, 64, groups=32), "takes depthwise layers (groups = C), not groups 32 of 64"),
     (NCHW_GROUPED_GEMM, conv2d(1, 64, 8, 8, 64, groups=64), "not groups 64 of 64 input and 64 output channels"),
     (NCHW_GROUPED_GEMM, conv2d(1, 64, 8, 8, 32, groups=32), "2 or more output channels a group"),
+    (NHWC_GROUPED_GEMM, conv2d(1, 64, 8, 8, 32, groups=32, layout="NHWC", dtype="float16"),
+     "2 or more output channels a group"),
+    (NHWC_GROUPED_GEMM, conv2d(1, 64, 8, 8, 64, groups=2, layout="NHWC"), "takes float16 inputs, not float32"),
     (NCHW_GEMM, conv2d(1, 64, 8, 8, 64, groups=2), "takes groups 1, not groups 2"),
     (NHWC_TMA_WS, conv2d(1, 64, 8, 8, 64, 1, 7, 1, (0, 3), layout="NHWC", dtype="float16"),
      "takes groups 1, dilation 1, one stride and one padding, not padding 0x3 per axis"),

@@ -20,13 +20,15 @@ from tirbench.core.machine import cpu_target
 from tirbench.core.serial import without_threads
 from tirbench.schedules.conv.epilogue import fuse_epilogue
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GEMM, NCHW_GROUPED_GEMM,
-                                             NCHW_SPLITK, NHWC_GEMM, NHWC_MMA, NHWC_WGMMA, NHWC_WMMA)
+                                             NCHW_SPLITK, NHWC_GEMM, NHWC_GROUPED_GEMM, NHWC_MMA, NHWC_WGMMA,
+                                             NHWC_WMMA)
 from tirbench.workloads import conv2d
 
 EPILOGUE = {"bias": True, "residual": True, "relu": True}
 SPLITK = {"split": 2, "block_k": 16, "thread_k": 4, "block_pixels": (7, 7), "step": 8}
 #: (family, layer, candidate): the fp32 batch-1 families (split-K, the implicit GEMMs, on a shape their tiles divide
-#: and on one they pad), grouped and depthwise layers, and the fp16 NHWC tensor-core families.
+#: and on one they pad), grouped and depthwise layers (fp32 NCHW, fp16 NHWC), and the fp16 NHWC tensor-core
+#: families.
 CASES = {
     "nchw_splitk": (NCHW_SPLITK, (1, 16, 14, 14, 32), {}, SPLITK),
     "nchw_gemm": (NCHW_GEMM, (1, 16, 14, 14, 32), {}, NCHW_GEMM.candidates[0]),
@@ -36,6 +38,8 @@ CASES = {
     "nhwc_gemm": (NHWC_GEMM, (1, 16, 14, 14, 32), {"layout": "NHWC"}, NHWC_GEMM.candidates[0]),
     "depthwise_nhwc_fp16": (DEPTHWISE_NHWC, (1, 64, 14, 14, 64), {"groups": 64, "layout": "NHWC",
                                                                   "dtype": "float16"}, DEPTHWISE_NHWC.candidates[0]),
+    "nhwc_grouped_gemm_fp16": (NHWC_GROUPED_GEMM, (2, 32, 7, 7, 32),
+                               {"groups": 8, "layout": "NHWC", "dtype": "float16"}, NHWC_GROUPED_GEMM.candidates[0]),
     "nhwc_wgmma": (NHWC_WGMMA, (2, 64, 14, 14, 64), {"layout": "NHWC", "dtype": "float16"}, NHWC_WGMMA.candidates[5]),
     "nhwc_mma_padded": (NHWC_MMA, (2, 64, 13, 13, 60), {"layout": "NHWC", "dtype": "float16"},
                         NHWC_MMA.candidates[2]),

@@ -148,6 +148,8 @@ def test_torch_arguments():
 GROUPED = conv2d(1, 64, 14, 14, 64, groups=32)
 FP16 = conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="NHWC", dtype="float16")
 FP16_GROUPED = conv2d(1, 64, 14, 14, 64, groups=2, layout="NHWC", dtype="float16")
+#: A layer no family takes: fp16 grouped with one output channel a group (nhwc_grouped_gemm takes 2 or more).
+FP16_ONE_A_GROUP = conv2d(1, 64, 14, 14, 32, groups=32, layout="NHWC", dtype="float16")
 PLAIN_ONLY = "groups 1, dilation 1, one stride and one padding, not "
 #: Each family and a layer beyond what it takes (the depthwise and grouped families and the SIMT implicit GEMMs'
 #: geometry: test_conv_depthwise_grouped).
@@ -159,7 +161,9 @@ FAMILIES = [(records.NCHW_SPLITK, GROUPED, PLAIN_ONLY + "groups 32"),
               for r in (records.HWCN_SEED, records.HWCN_HOPPER)],
             *[(r, FP16, PLAIN_ONLY + "stride 2x1 per axis") for r in (records.NHWC_TMA_WS, records.NHWC_1X1_TMA)],
             *[(r, FP16_GROUPED, "groups 1, not groups 2 of 64 input and 64 output channels")
-              for r in (records.NHWC_WGMMA, records.NHWC_MMA, records.NHWC_WMMA)]]
+              for r in (records.NHWC_WGMMA, records.NHWC_MMA, records.NHWC_WMMA)],
+            (records.NHWC_GROUPED_GEMM, FP16_ONE_A_GROUP, "1 < groups < C and 2 or more output channels a group, "
+             "not groups 32 of 64 input and 32 output channels")]
 
 
 @pytest.mark.parametrize("record, wl, lacks", FAMILIES, ids=[f[0].name for f in FAMILIES])
@@ -170,8 +174,8 @@ def test_every_conv_family_refuses_what_it_lacks_in_one_line(record, wl, lacks):
 
 def test_rules_spaces_int8_and_winograd_refuse_in_one_line():
     wl = GROUPED
-    assert refusal(lambda: rule_records(FP16_GROUPED)).startswith(
-        "conv rules: no family takes conv2d 1x64x14x14x64x3x3x1x1_g2 (float16 NHWC): it has groups 2; ")
+    assert refusal(lambda: rule_records(FP16_ONE_A_GROUP)).startswith(
+        "conv rules: no family takes conv2d 1x64x14x14x32x3x3x1x1_g32 (float16 NHWC): it has groups 32; ")
     assert winograd_forms(wl) == [] and winograd_forms(conv2d(1, 64, 14, 14, 64, dilation=(1, 1))) != []
     assert "space='template'" in refusal(lambda: require_nchw_fp32_conv(wl, param="space='template'"))
     assert "has stride 2x1 per axis" in refusal(lambda: require_wgmma_workload(FP16))

@@ -18,20 +18,23 @@ from tirbench.core.machine import cpu_target, cuda_target
 from tirbench.core.serial import without_threads
 from tirbench.schedules.conv import rules as conv_rules
 from tirbench.schedules.conv.records import (SM75_HWCN, SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_NHWC_GEMM,
-                                             SM75_WINOGRAD)
+                                             SM75_NHWC_GROUPED_GEMM, SM75_WINOGRAD)
 from tirbench.schedules.gemm import rules as gemm_rules
 from tirbench.schedules.gemm.records import SM75_V5
 from tirbench.workloads import conv2d, gemm
 from tirbench.workloads.winograd import conv2d_winograd
 
 SMALL_TILES = {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16}
-#: (record, a small layer it takes, tiles): the stem-like 7x7 stride 2, 3x3 at batch 3, grouped, HWCN, Winograd.
+#: (record, a small layer it takes, tiles): the stem-like 7x7 stride 2, 3x3 at batch 3, grouped (fp32 NCHW, fp16
+#: NHWC), HWCN, Winograd.
 CASES = {
     "nchw_stem": (SM75_NCHW_GEMM, conv2d(1, 3, 17, 17, 8, 7, 7, 2, 3), SMALL_TILES),
     "nchw_3x3": (SM75_NCHW_GEMM, conv2d(3, 12, 7, 7, 20, 3, 3, 1, 1), {}),
     "nhwc_3x3": (SM75_NHWC_GEMM, conv2d(3, 12, 7, 7, 20, 3, 3, 1, 1, layout="NHWC"), SMALL_TILES),
     "nhwc_1x1": (SM75_NHWC_GEMM, conv2d(2, 16, 8, 8, 24, 1, 1, 1, 0, layout="NHWC"), {}),
     "grouped": (SM75_NCHW_GROUPED_GEMM, conv2d(1, 16, 8, 8, 16, 3, 3, 1, 1, groups=4), SMALL_TILES),
+    "grouped_fp16": (SM75_NHWC_GROUPED_GEMM, conv2d(2, 64, 8, 8, 64, 3, 3, 1, 1, groups=16, layout="NHWC",
+                                                    dtype="float16"), SM75_NHWC_GROUPED_GEMM.candidates[0]),
     "hwcn": (SM75_HWCN, conv2d(32, 16, 6, 6, 32, 3, 3, 1, 1, layout="HWCN"),
              {"block_tile": (32, 32), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 8}),
     "winograd": (SM75_WINOGRAD, conv2d_winograd(1, 16, 8, 8, 16, m=2), SMALL_TILES),
@@ -46,7 +49,8 @@ def _no_gpu(monkeypatch):
 
 
 def test_siblings_are_the_cp_async_families_without_it():
-    for record in (SM75_HWCN, SM75_NCHW_GEMM, SM75_NHWC_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_WINOGRAD, SM75_V5):
+    for record in (SM75_HWCN, SM75_NCHW_GEMM, SM75_NHWC_GEMM, SM75_NCHW_GROUPED_GEMM, SM75_NHWC_GROUPED_GEMM,
+                   SM75_WINOGRAD, SM75_V5):
         assert record.name.startswith("sm75_") and record.needs == ()
         assert "tirx.use_async_copy" not in record.pass_config
         assert record.params()["async_copy"] is False
@@ -61,7 +65,7 @@ def test_scheduled_arithmetic_matches_numpy_on_llvm(case):
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
-@pytest.mark.parametrize("case", ["nchw_stem", "nhwc_3x3", "grouped", "hwcn", "winograd", "gemm_v5"])
+@pytest.mark.parametrize("case", ["nchw_stem", "nhwc_3x3", "grouped", "grouped_fp16", "hwcn", "winograd", "gemm_v5"])
 def test_built_for_sm_75_without_cp_async_and_nvcc_compiles_it_without_spills(case, monkeypatch):
     monkeypatch.setenv(ARCH_ENV, "sm_75")
     record, wl, tiles = CASES[case]

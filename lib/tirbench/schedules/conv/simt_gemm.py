@@ -1,4 +1,4 @@
-"""fp32 convolution as an implicit GEMM on the GEMM ladder's v5 nest (``gemm_v5_warp_tiled``), NHWC and NCHW.
+"""fp32 convolution (and grouped fp16 NHWC) as an implicit GEMM on the GEMM ladder's v5 nest (``gemm_v5_warp_tiled``).
 
 The ``"conv"`` block of ``conv2d(..., layout="NHWC" | "NCHW", dtype="float32")`` is reindexed into a GEMM block,
 C[m, n] += A[m, k] * B[k, n], oriented so that the operand read along the block's columns (B) and C are
@@ -15,6 +15,13 @@ through v5's transposed shared tile (4-byte ``cp.async`` copies), as the GEMM's 
   ``cp.async`` copies from misaligned addresses (a 3x3 window without padding) or of the wrong, contiguous elements
   (a strided ramp: stride 2, one pixel per image). C is stored 16 bytes at a time where OH*OW is a multiple of 4.
   The block's body multiplies B by A, so A is its second read (``a_read=1``).
+- Grouped (1 < groups < C): one GEMM per group, the group on blockIdx.y. NCHW float32 (``nchw_grouped_as_gemm``):
+  rows the group's output channels, columns the pixels, as above. NHWC float16 (``nhwc_grouped_as_gemm``,
+  ResNeXt's grouped 3x3s in fp16): rows the pixels, columns the group's K / groups output channels, k = (r, s, c) of
+  the group; half operands in half shared tiles, fp32 accumulators, the workload's "cast" to half folded into the
+  register write-back (4 halves a store where the rows allow). The filter's fill copies 4, 2 or 1 halves (8- or
+  4-byte ``cp.async``; one half is a synchronous copy, cp.async has no 2-byte form), the transposed im2col tile's
+  fill is element copies, synchronous for the same reason.
 
 Any shape: where a tile does not divide GEMM M, N or K, the GEMM helper pads the block to the tiles
 (``tirbench.schedules.common.padding``). The pad of A and B folds into their shared-memory fills, with im2col and the
@@ -28,8 +35,8 @@ from __future__ import annotations
 from tvm import s_tir
 from tvm.tirx import IndexMap
 
-from tirbench.schedules.common.padding import pad_to_tiles, padded_extents
 from tirbench.schedules.common.checks import loop_extent
+from tirbench.schedules.common.padding import pad_to_tiles, padded_extents
 from tirbench.schedules.common.tiling import check_simt_tiles, has_block, simt_nest
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import (default_channel_block, inline_im2col, pixel_index,
@@ -168,7 +175,7 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     if groups == 1 or kg == 1 or ((ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1):
         raise ValueError(f"the grouped NHWC implicit GEMM takes groups > 1, at least 2 output channels per group and "
                          f"an output of at least 2x2 pixels under a window; this layer has groups {groups}, {kg} "
-                         f"and {ext['oh']}x{ext['ow']}")
+                         f"output channels a group and {ext['oh']}x{ext['ow']} pixels")
     column = pixel_index(ext)
     widths = {"ry": r, "rx": s, "rc": ext["c"]}
     strides = {"ry": s * ext["c"], "rx": ext["c"], "rc": 1}
