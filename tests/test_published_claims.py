@@ -56,9 +56,10 @@ def tables(body: str) -> list[tuple[str, str]]:
 
 def result_tables(text: str):
     """(section name, the paragraph above it, its body, a table, the text after the table) for each table of every
-    generated section but the tuning-throughput and which-gpus ones (whose rows are runs and architectures)."""
+    generated section but the tuning-throughput, network-tuning and which-gpus ones (whose rows are runs and
+    architectures)."""
     for name, (above, body) in sections(text).items():
-        if name not in ("tuning-throughput", "which-gpus"):
+        if name not in ("tuning-throughput", "network-tuning", "which-gpus"):
             for table, after in tables(body):
                 yield name, above, body, table, after
 
