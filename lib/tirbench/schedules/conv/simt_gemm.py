@@ -32,6 +32,9 @@ Compile with the pass config of ``records.NHWC_GEMM`` / ``records.NCHW_GEMM`` (c
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from tvm import s_tir
 from tvm.tirx import IndexMap
 
@@ -132,19 +135,25 @@ def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     sch.transform_block_layout(blk, lambda g, j, b, y, x, rc, ry, rx: (
         g, j, column(b, y, x), k_index({"rc": rc, "ry": ry, "rx": rx})))
 
-    def gemm_index(name: str, *rows_cols: str):
-        def index(*dims):
-            at = dict(zip(axes[name], dims))
-            pick = {"g": lambda: at.get("g", 0), "j": lambda: at.get("j", 0), "k": lambda: k_index(at),
-                    "col": lambda: column(at.get("b", 0), at.get("y", 0), at.get("x", 0))}
-            return tuple(pick[axis]() for axis in rows_cols)
-        return IndexMap.from_func(index, ndim=len(axes[name]), index_dtype="int32")
-
-    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "k", "col"))
+    gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
+    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "k", "pixel"))
     sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "j", "k"))
-    sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "j", "col"))
-    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, "g", "j", "col"))
+    sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "j", "pixel"))
+    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, "g", "j", "pixel"))
     return sch
+
+
+def _group_gemm_index(axes: dict[str, list[str]], k_index: Callable[[dict], object], pixel: Callable[..., object],
+                      name: str, *rows_cols: str) -> IndexMap:
+    """The map from buffer ``name``'s reindexed axes (``axes[name]``: block variable names) to its batched-GEMM
+    axes ``rows_cols``: "g" the group, "j" the output channel in it, "k" the reduction (``k_index``), "pixel" the
+    output pixel (``pixel(b, y, x)``)."""
+    def index(*dims):
+        at = dict(zip(axes[name], dims))
+        pick = {"g": lambda: at.get("g", 0), "j": lambda: at.get("j", 0), "k": lambda: k_index(at),
+                "pixel": lambda: pixel(at.get("b", 0), at.get("y", 0), at.get("x", 0))}
+        return tuple(pick[axis]() for axis in rows_cols)
+    return IndexMap.from_func(index, ndim=len(axes[name]), index_dtype="int32")
 
 
 def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
@@ -191,15 +200,7 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     axes = {name: _access_axes(sch, blk, name, _NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
     sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
         g, column(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
-
-    def gemm_index(name: str, *rows_cols: str):
-        def index(*dims):
-            at = dict(zip(axes[name], dims))
-            pick = {"g": lambda: at.get("g", 0), "j": lambda: at.get("j", 0), "k": lambda: k_index(at),
-                    "pixel": lambda: column(at.get("b", 0), at.get("y", 0), at.get("x", 0))}
-            return tuple(pick[axis]() for axis in rows_cols)
-        return IndexMap.from_func(index, ndim=len(axes[name]), index_dtype="int32")
-
+    gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
     sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "pixel", "k"))
     sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "k", "j"))
     sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "pixel", "j"))
