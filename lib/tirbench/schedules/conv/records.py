@@ -131,8 +131,9 @@ NCHW_GROUPED_GEMM = KernelRecord(
 #: Grouped fp16 NHWC layers (1 < groups < C, ResNeXt-50's grouped 3x3s in fp16): a batched GEMM per group on
 #: blockIdx.y through the v5 nest (``simt_gemm.conv2d_nhwc_grouped_gemm``), rows the pixels, columns the group's K /
 #: groups output channels (4 to 32 in ResNeXt-50): 8-, 16- and 32-column tiles of 64 or 128 rows, fp32 accumulators
-#: rounded to half on the store. 4x4 thread tiles (8x4 ones spill 8-12 bytes for sm_90a); nvcc 13 builds all six for
-#: sm_90a without spills on ResNeXt-50's 7 grouped layers (for sm_80, 2 of the 42 kernels spill 4-8 bytes).
+#: rounded to half on the store. 4x4 thread tiles (8x4 ones spill 8-12 bytes on Hopper); nvcc 13 builds all six for
+#: Hopper without spills on ResNeXt-50's 7 grouped layers (for sm_80, 2 of the 42 kernels spill 4-8 bytes). Measured
+#: once, slow: docs/conv.md.
 NHWC_GROUPED_GEMM = KernelRecord(
     "nhwc_grouped_gemm", conv2d_nhwc_grouped_gemm,
     {"block_tile": (64, 16), "warp_tile": (32, 16), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
