@@ -4,7 +4,8 @@ zero), MobileNetV2's 16-channel projection and stride-2 depthwise 3x3 and ConvNe
 ResNeXt-50's grouped 3x3 in fp16 where a family takes it: the rules' candidates built in one parallel batch,
 verified (int8 bit for bit) and timed beside cuDNN's faster layout (int8 against cuDNN fp16, as notebook 10) in the
 same process (``tirbench.kernel.best_kernels``). Appends each choice's row (variant ``rules_<family>``) and cuDNN's
-to ``results/kernel/beyond_plain.csv`` and prints cuDNN time / the rules' time. Run from the repository root:
+to ``results/kernel/beyond_plain.csv`` and prints each choice against cuDNN (``KernelResult.summary``). Run from the
+repository root:
     . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/beyond_plain.py [--keep 2] [--repeats 30]
 """
 from __future__ import annotations
@@ -43,15 +44,8 @@ def main() -> None:
         else:
             print(f"{wl.shape} {dtype}: skipped, {why}")
     CSV.parent.mkdir(parents=True, exist_ok=True)
-    found = best_kernels(wls, keep=args.keep, repeats=args.repeats, out=Path("build/kernel"), csv=CSV)
-    print(f"\n{'shape':>34} {'dtype':>8} {'rules us':>9} {'cuDNN us':>9} {'ratio':>6}  kernel")
-    for r in found:
-        wl, c, v = r.workload, r.chosen, r.vendor
-        if c is None or v is None:
-            print(f"{wl.shape:>34} {wl.dtype:>8}  no verified {'kernel' if c is None else 'cuDNN run'}")
-            continue
-        print(f"{wl.shape:>34} {wl.dtype:>8} {c.median_us:9.1f} {v.timing.median_ms * 1e3:9.1f} "
-              f"{v.timing.median_ms * 1e3 / c.median_us:6.2f}  {c.family}({c.label})")
+    for r in best_kernels(wls, keep=args.keep, repeats=args.repeats, out=Path("build/kernel"), csv=CSV):
+        print(r.summary())
     print(f"[{time.time() - start:.0f} s] rows appended to {CSV}")
 
 

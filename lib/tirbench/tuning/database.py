@@ -167,6 +167,11 @@ def has_stubs(work_dir: Path) -> bool:
     return any(len(json.loads(line)) == 1 for line in json_lines(work_dir / WORKLOAD_FILE))
 
 
+def _workload_hash(mod: tvm.IRModule) -> str:
+    """``mod``'s hash as MetaSchedule's workload file writes it (the first item of its line)."""
+    return ms.database.Workload(mod).as_json()[0]
+
+
 def _workload_line(mod: tvm.IRModule) -> str:
     """``mod``'s line of a workload file, as MetaSchedule writes it (compacted): its hash first."""
     return _compact_workload(json.dumps(ms.database.Workload(mod).as_json(), separators=(",", ":")))
@@ -192,7 +197,7 @@ def recorded_tasks(work_dir: Path, mods: list[tvm.IRModule]) -> list[bool]:
     the hash of its workload, as ``tasks_database``; a failed trial counts: the task was tuned)."""
     hashes = [json.loads(line)[0] for line in json_lines(work_dir / WORKLOAD_FILE)]
     measured = {hashes[record_workload(line)] for line in record_lines(work_dir)}
-    return [ms.database.Workload(mod).as_json()[0] in measured for mod in mods]
+    return [_workload_hash(mod) in measured for mod in mods]
 
 
 def tasks_database(work_dir: Path, mods: list[tvm.IRModule]) -> ms.database.MemoryDatabase:
@@ -203,7 +208,7 @@ def tasks_database(work_dir: Path, mods: list[tvm.IRModule]) -> ms.database.Memo
     db = ms.database.MemoryDatabase()
     index = {json.loads(line)[0]: i for i, line in enumerate(json_lines(work_dir / WORKLOAD_FILE))}
     workloads = {index[h]: db.commit_workload(mod) for mod in mods
-                 if (h := ms.database.Workload(mod).as_json()[0]) in index}
+                 if (h := _workload_hash(mod)) in index}
     for line in record_lines(work_dir):
         if (wl := workloads.get(record_workload(line))) is not None:
             db.commit_tuning_record(ms.database.TuningRecord.from_json(json.loads(line)[1], wl))

@@ -124,9 +124,8 @@ def filter_layout_of(mod: tvm.IRModule) -> str:
     five axes "KCRS32"; three "KRS"; four, the last of 4 lanes, "KRS8C4"; else "KRSC"."""
     sch = tvm.s_tir.Schedule(mod)
     w = next(region.source for region in sch.get(sch.get_sblock("conv")).reads if region.source.name == "W")
-    if len(w.shape) in (3, 5):
-        return "KCRS32" if len(w.shape) == 5 else "KRS"
-    return "KRS8C4" if int(w.shape[-1]) == NARROW_LANES else "KRSC"
+    by_rank = {5: "KCRS32", 3: "KRS"}
+    return by_rank.get(len(w.shape)) or ("KRS8C4" if int(w.shape[-1]) == NARROW_LANES else "KRSC")
 
 
 def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: np.ndarray | None = None, *,
@@ -220,8 +219,9 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     must match bit for bit. ``shape`` is ``NxCxHxWxKxRxSxstridexpad`` as for ``conv2d`` (the real C and K); flops
     count 2 per multiply-add on the real channels, bytes the tensors as stored (Cg*32 and Kg*32 lanes). Any C and K
     >= 1: ``make_inputs`` zeroes the lanes past C and K (a scale of 1 past K), ``reference`` reads only the first C
-    and K. One group: any dilation and any stride and padding per axis or side (``conv2d``'s forms and shape
-    suffixes), ``"KRS8C4"`` a plain layer only; groups are refused in one line.
+    and K. Any dilation and any stride and padding per axis or side (``conv2d``'s forms and shape suffixes;
+    ``"KRS8C4"`` a plain layer only); one group, or a depthwise layer (groups = C = K, its filter ``"KRS"``); other
+    groups are refused in one line.
     """
     geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
     depthwise = geometry.groups == c == k > 1

@@ -10,13 +10,16 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   blocks, output-pixel blocks; every factor a divisor of its axis (any H, W, C, K), ranked by blocks per SM and
   by the reuse of each shared-memory tile.
   And the implicit GEMM on the v5 nest (``NCHW_GEMM``: output channels x output pixels), tiles ranked by fill.
-- Depthwise layers (groups = C, any channel multiplier), float32 or float16, NCHW or NHWC: the shared-memory stencil
-  (``DEPTHWISE_NCHW``, ``DEPTHWISE_NHWC``), tilings ranked by ``depthwise_score`` (real outputs, wave fill, halo).
+- Depthwise layers (groups = C, any channel multiplier), float32 or float16, NCHW or NHWC, and int8 (K = C): the
+  shared-memory stencil (``DEPTHWISE_NCHW``, ``DEPTHWISE_NHWC``, ``INT8_DEPTHWISE``), tilings ranked by
+  ``depthwise_score`` (real outputs, wave fill, halo).
 - Grouped float32 NCHW and float16 NHWC layers (1 < groups < C): the implicit GEMM batched over the groups
   (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``), tiles ranked by how one group's GEMM, the groups side by side,
   fills the SMs.
-- A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them (split-K, HWCN and
-  the tensor-core families do not); a layer no family takes is refused in one line.
+- A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them, and the
+  tensor-core implicit GEMMs on the layer's own blocks (``NHWC_WGMMA``, ``NHWC_MMA``, ``NHWC_WMMA``, ``INT8_WGMMA``,
+  ``INT8_MMA``, ``SM75_INT8_WMMA``); split-K, HWCN and the TMA kernels do not. A layer no family takes is refused
+  in one line.
 - float32 NHWC: the implicit GEMM on the v5 nest (``NHWC_GEMM``: output pixels x output channels).
 - float32 HWCN: the implicit GEMM on the v5 nest (``HWCN_HOPPER``), its candidates as recorded.
 - float32 3x3, stride 1, pad 1 (NCHW, NHWC): also Winograd F(2x2) and F(4x4) (``winograd_forms``), another workload

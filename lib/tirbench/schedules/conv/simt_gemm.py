@@ -89,10 +89,11 @@ def nchw_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     return sch
 
 
-def groups_of(sch: s_tir.Schedule) -> int:
-    """The groups of an NCHW convolution's block "conv": input channels over the channels each output reads."""
-    blk, ext = conv_block(sch, "NCHW")
-    return int(sch.get(blk).reads[0].source.shape[1]) // ext["c"]
+def groups_of(sch: s_tir.Schedule, layout: str = "NCHW") -> int:
+    """The groups of an NCHW (or NHWC) convolution's block "conv": input channels over the channels each output
+    reads."""
+    blk, ext = conv_block(sch, layout)
+    return int(sch.get(blk).reads[0].source.shape[1 if layout == "NCHW" else 3]) // ext["c"]
 
 
 #: The grouped NCHW "conv" block's variables once the output channel is split into (group, channel in group).
@@ -179,7 +180,7 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     blk, ext = conv_block(sch, "NHWC")
     if not has_block(sch, "cast"):
         raise ValueError("this schedule takes float16 inputs: use conv2d(..., layout='NHWC', dtype='float16')")
-    groups = int(sch.get(blk).reads[0].source.shape[3]) // ext["c"]
+    groups = groups_of(sch, "NHWC")
     r, s, kg = ext["r"], ext["s"], ext["k"] // groups
     if groups == 1 or kg == 1 or ((ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1):
         raise ValueError(f"the grouped NHWC implicit GEMM takes groups > 1, at least 2 output channels per group and "
