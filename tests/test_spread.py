@@ -84,7 +84,7 @@ def _kill_worker_mid_task(name: str, tasks: list[spread.Task], trials: int, kill
 def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(spread, "project_root", lambda: tmp_path)
     argv = ["--gpus", "2", "gemm", "32", "32", "32", "48", "48", "48", "40", "40", "40", "--trials", "2", "--chunk",
-            "1", "--target", "llvm", "--db", str(tmp_path / "db")]
+            "1", "--target", "llvm", "--population", "64", "--db", str(tmp_path / "db")]
     tasks, _ = spread.split_tasks(argv[2:])
     killed: dict = {}
     killer = threading.Thread(target=_kill_worker_mid_task, args=("gpu-1", tasks, 2, killed), daemon=True)
@@ -99,7 +99,8 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     rows = pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")
     assert list(rows.columns) == spread.ROW_COLUMNS and len(rows) == 1
     row = rows.iloc[0]
-    assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"]) == (2, 1, "dask", 3, "cpu")
+    assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"], row["population"]) == (
+        2, 1, "dask", 3, "cpu", 64)
     assert row["new_trials"] >= 6 and row["trials_per_min"] > 0
     assert spread.main(argv) == 0   # the databases hold the trials: nothing tuned, no second row
     assert len(pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")) == 1

@@ -41,7 +41,7 @@ from tirbench.tuning.history import trials_done, tuning_history
 from tirbench.tuning.rpc import tracker
 from tirbench.tuning.runners import make_local_runner, make_rpc_runner
 from tirbench.tuning.spaces import SPACES, DesignSpace, get_space
-from tirbench.tuning.tune import tune, work_dir_for
+from tirbench.tuning.tune import DEFAULT_POPULATION, tune, work_dir_for
 from tirbench.workloads import conv2d, conv2d_winograd, gemm
 from tirbench.workloads.base import Workload
 
@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trials per call of MetaSchedule (default 64): progress and logs after each, and where "
                         "a killed run resumes; keep it small where trials are slow and --seconds is set")
     p.add_argument("--seconds", type=positive(float), default=None, help="stop before this many seconds have passed")
+    p.add_argument("--population", type=positive(int), default=DEFAULT_POPULATION,
+                   help="the evolutionary search's population (default: MetaSchedule's, %(default)s); its sampling "
+                        "and checks are most of a trial's host CPU time")
     p.add_argument("--space", choices=list(SPACES), default="default",
                    help="; ".join(f"{name}: {space.description}" for name, space in SPACES.items()))
     p.add_argument("--setup", choices=throughput.SETUPS, default="tuned",
@@ -204,7 +207,7 @@ def make_tools(run: Run, wl: Workload) -> None:
           f"builder, runner and tensor intrinsics ready in {time.monotonic() - t0:.1f} s", flush=True)
 
 
-def tune_workload(run: Run, wl: Workload, trials: int, chunk: int) -> None:
+def tune_workload(run: Run, wl: Workload, trials: int, chunk: int, population: int = DEFAULT_POPULATION) -> None:
     """Tune ``wl`` up to ``trials`` (nothing, and one line, where its database has them) and record the run's
     throughput (``throughput.path_for_run``)."""
     work_dir = run.work_dir(wl)
@@ -218,7 +221,7 @@ def tune_workload(run: Run, wl: Workload, trials: int, chunk: int) -> None:
     seconds = None if run.deadline is None else run.deadline - time.monotonic()
     tune(wl, work_dir, trials=trials, chunk=chunk, seconds=seconds,
          target=cpu_target() if run.target_kind == "llvm" else None, space=run.space, setup=run.setup,
-         builder=run.builder, runner=run.runner)
+         builder=run.builder, runner=run.runner, population=population)
     new, wall = trials_done(work_dir) - done, time.monotonic() - t0
     if new > 0:
         best = tuning_history(work_dir, wl.flops)["best_gflops"]
@@ -243,7 +246,7 @@ def main(argv: list[str] | None = None, tools: Tools | None = None) -> int:
             run.gpu, run.builder, run.runner = tools.gpu, tools.builder, tools.runner
             print(f"[tuning] the builder and runner of this process's last run, on {run.gpu}", flush=True)
         for wl in workloads:
-            tune_workload(run, wl, a.trials, a.chunk)
+            tune_workload(run, wl, a.trials, a.chunk, a.population)
     except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
         p.exit(2, f"{p.prog}: error: {err}\n")
     finally:   # kept also where a workload failed: they are not what failed

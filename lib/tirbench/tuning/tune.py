@@ -33,6 +33,9 @@ from tirbench.tuning.seeds import seed_database
 from tirbench.tuning.spaces import DesignSpace, as_space, uses_tensor_cores
 from tirbench.workloads.base import Workload
 
+#: MetaSchedule's evolutionary search population (its own default); ``--population`` changes it.
+DEFAULT_POPULATION = 512
+
 
 def tuned_pass_config(wl: Workload, space: DesignSpace | str = "default") -> dict[str, bool]:
     """The PassContext config a kernel tuned for ``wl`` in ``space`` is built with (the builders' ``f_build``
@@ -75,12 +78,14 @@ def _open_bar(wl: Workload, work_dir: Path, space: DesignSpace, trials: int, don
 
 
 def _run_chunk(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.target.Target, n: int,
-               builder: ms.builder.Builder, runner: ms.runner.Runner) -> None:
-    """``n`` trials of MetaSchedule's search into the database, each build and run timed (``phases``)."""
+               builder: ms.builder.Builder, runner: ms.runner.Runner, population: int) -> None:
+    """``n`` trials of MetaSchedule's evolutionary search (``population``) into the database, each build and run
+    timed (``phases``)."""
     if uses_tensor_cores(wl):
         import_tensor_intrin()  # the tuning process itself needs them registered, not only the builders
     ms.tune_tir(mod=wl.mod, target=target, work_dir=str(work_dir), max_trials_global=n,
                 num_trials_per_iter=min(n, 64), space=space.generator(wl), seed=0,
+                strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
                 num_tuning_cores=task_cores() or "physical",
                 builder=phases.TimedBuilder(builder), runner=phases.TimedRunner(ReuseRunner(runner, work_dir)))
 
@@ -125,7 +130,8 @@ def _seed(wl: Workload, work_dir: Path, space: DesignSpace, target: tvm.target.T
 
 def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds: float | None = None,
          target: tvm.target.Target | None = None, space: DesignSpace | str = "default", setup: str = "tuned",
-         builder: ms.builder.Builder | None = None, runner: ms.runner.Runner | None = None) -> ms.database.JSONDatabase:
+         builder: ms.builder.Builder | None = None, runner: ms.runner.Runner | None = None,
+         population: int = DEFAULT_POPULATION) -> ms.database.JSONDatabase:
     """Tune until the database has ``trials`` trials (chunks of ``chunk``), or ``seconds`` nearly run out.
 
     ``seconds`` is checked between chunks from the measured time per trial, so the first chunk always runs
@@ -133,7 +139,7 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
     when any trial is left to run; with enough trials it only opens the database. ``space``: a ``DesignSpace`` or
     its name (``work_dir_for`` names its database). ``builder`` (``make_builder(wl, space, setup)``) and ``runner``
     (``make_local_runner(setup)``, or ``make_rpc_runner``) are made on first use unless given: share them across
-    workloads of one dtype and space to pay their start-up once.
+    workloads of one dtype and space to pay their start-up once. ``population``: the evolutionary search's.
     """
     if setup not in throughput.SETUPS:
         raise ValueError(f"setup={setup!r}: expected one of {', '.join(map(repr, throughput.SETUPS))}")
@@ -156,7 +162,7 @@ def tune(wl: Workload, work_dir: Path, *, trials: int, chunk: int = 64, seconds:
             _seed(wl, work_dir, space, target, bar, builder, runner)
             continue
         t0, offset = time.monotonic(), phases.log_size()
-        _run_chunk(wl, work_dir, space, target, n, builder, runner)
+        _run_chunk(wl, work_dir, space, target, n, builder, runner, population)
         wall = time.monotonic() - t0
         new = _finish_chunk(wl, work_dir, space, bar, done=done, trials=trials, wall=wall, offset=offset)
         per_trial = wall / max(new, 1)

@@ -2,7 +2,8 @@
 # Issue 43: notebook 08's 23 fp32 batch-1 layers x TRIALS trials (default 32) in the `rules` space, from fresh
 # databases, on 4, 2 and 1 GPUs of this host one after the other (GPUS="4 2 1": `python -m tirbench.tuning.spread
 # --gpus G resnet50`, its builds on the host's cores / G), each in its own copy of the tree under /tmp/scale/G
-# with the layers' `rules`-space databases removed; CORES_PER_TASK=N passes `--cores-per-task N` to every run, WORK=DIR
+# with the layers' `rules`-space databases removed; POPULATION=N the search's population (default MetaSchedule's 512);
+# CORES_PER_TASK=N passes `--cores-per-task N` to every run, WORK=DIR
 # another folder (a second set of runs beside the first). The runs outlive the `run` calls (their own process session; the
 # machine keeps such a process until it goes back).
 #   first call:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh start && \
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/../../.."
 WORK=${WORK:-/tmp/scale}
 GPUS=${GPUS:-4 2 1}
 TRIALS=${TRIALS:-32}
+POPULATION=${POPULATION:-512}
 CORES_PER_TASK=${CORES_PER_TASK:-}   # default: spread's own (the host's cores / GPUs); the host's count oversubscribes
 
 case "${1:-}" in
@@ -29,15 +31,15 @@ case "${1:-}" in
       tar --exclude=./.gpukit --exclude=./build --exclude=./.venv -cf - . | tar -xf - -C "$WORK/$g"
       rm -rf "$WORK/$g"/results/tuning/conv2d/*_rulesspace
     done
-    WORK=$WORK GPUS=$GPUS TRIALS=$TRIALS CORES_PER_TASK=$CORES_PER_TASK setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
-    echo "tuning resnet50 x $TRIALS trials on $GPUS GPUs, one run after the other, in $WORK; log $WORK/scaling.log"
+    WORK=$WORK GPUS=$GPUS TRIALS=$TRIALS POPULATION=$POPULATION CORES_PER_TASK=$CORES_PER_TASK setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
+    echo "tuning resnet50 x $TRIALS trials (population $POPULATION) on $GPUS GPUs, one run after the other, in $WORK; log $WORK/scaling.log"
     ;;
   runs)  # (started by `start`) each GPU count in its copy, one after the other; then the replay check and a kill
     for g in $GPUS; do
       (while :; do cut -d' ' -f1 /proc/loadavg; sleep 10; done >"$WORK/load_$g.log") & sampler=$!
       (cd "$WORK/$g" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MPLBACKEND=Agg TIRBENCH_ROOT=$PWD \
         python3 -m tirbench.tuning.spread --gpus "$g" ${CORES_PER_TASK:+--cores-per-task "$CORES_PER_TASK"} \
-        resnet50 --trials "$TRIALS" >"$WORK/run_$g.log" 2>&1)
+        resnet50 --trials "$TRIALS" --population "$POPULATION" >"$WORK/run_$g.log" 2>&1)
       echo "$g GPUs: exit $? at $(date -u +%H:%M:%S)"
       kill "$sampler"
     done
@@ -56,7 +58,7 @@ case "${1:-}" in
     rm -rf "$WORK/kill" && mkdir -p "$WORK/kill" && cp -r lib "$WORK/kill/"
     cd "$WORK/kill" || exit 2
     PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 TIRBENCH_ROOT=$PWD python3 -m tirbench.tuning.spread --gpus 2 conv2d \
-      "${layers[@]}" --space rules --trials 16 --chunk 8 --db "$WORK/kill/db" >"$WORK/kill/spread.log" 2>&1 &
+      "${layers[@]}" --space rules --trials 16 --chunk 8 --population "$POPULATION" --db "$WORK/kill/db" >"$WORK/kill/spread.log" 2>&1 &
     spread_pid=$!
     for _ in $(seq 300); do
       group=$(pgrep -f -- "--name gpu-1" | head -1)
