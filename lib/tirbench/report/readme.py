@@ -41,6 +41,8 @@ from tirbench.report.networks import networks_table
 from tirbench.report.published import (EVALUATOR, EVENTS, SEED, caption, labelled_results, recorded_rows, shown_variant,
                                        timing)
 from tirbench.report.tuning_runs import runs_behind_databases, unrecorded_databases
+from tirbench.tuning.database import MODEL_DATABASES, tasks_tuned
+from tirbench.tuning.history import trials_done
 from tirbench.schedules.common.record import KernelRecord, for_arch
 from tirbench.schedules.conv import records as conv_records
 from tirbench.schedules.gemm import records as gemm_records
@@ -321,7 +323,21 @@ def relax_models_table(root: Path) -> str:
         for r in failed.itertuples())
     from_notebook = shown.source == f"results/{model_results.NOTEBOOK}/results.csv"
     source = " ".join(caption(model_results.NOTEBOOK, run) for run in runs) if from_notebook else shown.label()
-    return "\n".join(lines) + note + f"\n\n{source}"
+    return "\n".join(lines) + note + _model_databases_line(root) + f"\n\n{source}"
+
+
+def _model_databases_line(root: Path) -> str:
+    """What the MetaSchedule column replays: per whole-model database, its trials and the tasks they tuned (the
+    others DLight schedules, as in TVM default)."""
+    dbs = sorted(p for p in (root / "results" / "tuning" / MODEL_DATABASES).glob("*") if p.is_dir())
+    if not dbs:
+        return ""
+    parts = []
+    for work_dir in dbs:
+        tuned, tasks = tasks_tuned(work_dir)
+        parts.append(f"{work_dir.name} {trials_done(work_dir)} trials, {tuned} of {tasks} tasks")
+    return (f"\n\nTVM MetaSchedule replays `results/tuning/{MODEL_DATABASES}/` (a short budget so far; a task "
+            f"without a record is DLight's, as in TVM default): " + "; ".join(parts) + ".")
 
 
 def _metaschedule_line(ms: pd.DataFrame, layers: int, run: pd.DataFrame) -> str:

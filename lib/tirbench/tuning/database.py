@@ -192,6 +192,13 @@ def fill_workloads(work_dir: Path, mods: list[tvm.IRModule]) -> int:
     return len(stubs)
 
 
+def tasks_tuned(work_dir: Path) -> tuple[int, int]:
+    """A whole model's database: how many of its tasks have a record, and how many tasks it knows (MetaSchedule
+    commits every task's workload when tuning starts; a task without a record is left to DLight)."""
+    workloads = len(json_lines(work_dir / WORKLOAD_FILE))
+    return len({record_workload(line) for line in record_lines(work_dir)}), workloads
+
+
 def recorded_tasks(work_dir: Path, mods: list[tvm.IRModule]) -> list[bool]:
     """For each of ``mods`` (a model's tasks), whether the database in ``work_dir`` has a record of it (matched by
     the hash of its workload, as ``tasks_database``; a failed trial counts: the task was tuned)."""
