@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 43: notebook 08's 23 fp32 batch-1 layers x TRIALS trials (default 32) in the `rules` space, from fresh
-# databases, on 4, 2 and 1 GPUs of this host one after the other (GPUS="4 2 1": `python -m tirbench.tuning.spread
-# --gpus G resnet50`, its builds on the host's cores / G), each in its own copy of the tree under /tmp/scale/G
+# databases, on 1, 4 and 2 GPUs of this host one after the other (GPUS="1 4 2": `python -m tirbench.tuning.spread
+# --gpus G resnet50`, its builds on the host's cores / G; the 1-GPU reference first, the longest run, so that a
+# machine lost between `run` calls still leaves it), each in its own copy of the tree under /tmp/scale/G
 # with the layers' `rules`-space databases removed; POPULATION=N the search's population (default MetaSchedule's 512);
 # CORES_PER_TASK=N passes `--cores-per-task N` to every run, WORK=DIR
 # another folder (a second set of runs beside the first). The runs outlive the `run` calls (their own process session; the
@@ -18,7 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 WORK=${WORK:-/tmp/scale}
-GPUS=${GPUS:-4 2 1}
+GPUS=${GPUS:-1 4 2}
 TRIALS=${TRIALS:-32}
 POPULATION=${POPULATION:-512}
 CORES_PER_TASK=${CORES_PER_TASK:-}   # default: spread's own (the host's cores / GPUs); the host's count oversubscribes
@@ -43,7 +44,8 @@ case "${1:-}" in
       echo "$g GPUs: exit $? at $(date -u +%H:%M:%S)"
       kill "$sampler"
     done
-    one=${GPUS##* } most=${GPUS%% *}   # "4 2 1": the 1-GPU databases are the reference, the 4-GPU ones replayed
+    counts=$(tr ' ' '\n' <<<"$GPUS" | grep . | sort -n)
+    one=$(head -1 <<<"$counts") most=$(tail -1 <<<"$counts")   # the fewest GPUs' databases the reference, the most's replayed
     (cd "$WORK/$one" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 python3 tools/gpu-checks/tuning/network_replay.py \
       "$WORK/$one" "$WORK/$most" --csv "$WORK/replay.csv" >"$WORK/replay.log" 2>&1)
     echo "replay of the $one- and $most-GPU databases: exit $? at $(date -u +%H:%M:%S)"
