@@ -101,6 +101,7 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     row = rows.iloc[0]
     assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"], row["population"]) == (
         2, 1, "dask", 3, "cpu", 64)
+    assert row["host_cores"] == os.cpu_count()
     assert row["new_trials"] >= 6 and row["trials_per_min"] > 0
     assert spread.main(argv) == 0   # the databases hold the trials: nothing tuned, no second row
     assert len(pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")) == 1

@@ -375,11 +375,11 @@ def network_tuning(root: Path) -> pd.DataFrame:
 
 
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU model, space, task set (tasks x trials per task), search population and number of GPUs: the fastest run's trials per
+    """Per GPU model and host size, space, task set (tasks x trials per task), search population and number of GPUs: the fastest run's trials per
     minute, its wall time, and the speed-up over the same task set's one-GPU run (NaN where none is recorded)."""
     if df.empty:
         return pd.DataFrame()
-    keys = ["gpu", "space", "tasks", "trials_per_task", "population"]
+    keys = ["gpu", "host_cores", "space", "tasks", "trials_per_task", "population"]
     best = df.sort_values("trials_per_min").groupby([*keys, "gpus"]).tail(1)
     one = best[best["gpus"] == 1].set_index(keys)["trials_per_min"]
     best = best.assign(speedup=[r.trials_per_min / one.get(tuple(getattr(r, k) for k in keys), math.nan)
@@ -397,9 +397,10 @@ def scaling_figure(df: pd.DataFrame) -> plt.Figure:
                 va="center", transform=ax.transAxes, color="0.4")
         ax.set_axis_off()
         return fig
-    for i, (key, g) in enumerate(table.groupby(["gpu", "space", "tasks", "trials_per_task", "population"], sort=True)):
-        ax.plot(g["gpus"], g["trials_per_min"], "o-", color=f"C{i}",
-                label=f"{key[0]}, {key[1]} space, {key[2]} tasks x {key[3]} trials, population {key[4]}")
+    for i, (key, g) in enumerate(table.groupby(["gpu", "host_cores", "space", "tasks", "trials_per_task", "population"],
+                                               sort=True)):
+        ax.plot(g["gpus"], g["trials_per_min"], "o-", color=f"C{i}", label=f"{key[0]} ({key[1]} cores), {key[2]} space, "
+                f"{key[3]} tasks x {key[4]} trials, population {key[5]}")
         base = g.loc[g["gpus"] == 1, "trials_per_min"]
         if len(base):
             ax.plot(g["gpus"], base.iloc[0] * g["gpus"], ":", color=f"C{i}", alpha=0.6)

@@ -203,20 +203,21 @@ def throughput_table(root: Path) -> str:
 
 def network_tuning_table(root: Path) -> str:
     """Every recorded ``tuning.spread`` run (``results/tuning/network_tuning.csv``), with its wall-clock speed against
-    the latest 1-GPU run of the same GPU model, tasks, trials per task and search population where one is recorded."""
+    the latest 1-GPU run of the same GPU model and host size (CPU cores), tasks, trials per task and search population
+    where one is recorded."""
     path = root / "results" / "tuning" / "network_tuning.csv"
     df = pd.read_csv(path) if path.exists() else pd.DataFrame()
     if df.empty:
         return "no run of `tirbench.tuning.spread` recorded yet"
-    lines = ["| run | GPU | GPUs | hosts | space | tasks x trials | population | seconds | trials/min | speed against 1 GPU |",
-             "|---|---|---:|---:|---|---|---:|---:|---:|---|"]
+    lines = ["| run | GPU | GPUs | hosts | host cores | space | tasks x trials | population | seconds | trials/min | "
+             "speed against 1 GPU |", "|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for r in df.itertuples():
         ones = df[(df["gpus"] == 1) & (df["gpu"] == r.gpu) & (df["tasks"] == r.tasks)
                   & (df["trials_per_task"] == r.trials_per_task) & (df["space"] == r.space)
-                  & (df["population"] == r.population)]
+                  & (df["population"] == r.population) & (df["host_cores"] == r.host_cores)]
         speed = ("" if r.gpus == 1 else f"{ones['wall_s'].iloc[-1] / r.wall_s:.2f}x ({ones['run_id'].iloc[-1]})"
                  if len(ones) else "no 1-GPU run recorded")
-        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.space} | {r.tasks} x {r.trials_per_task} | "
+        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.host_cores} | {r.space} | {r.tasks} x {r.trials_per_task} | "
                      f"{r.population} | {r.wall_s:.1f} | {r.trials_per_min:.1f} | {speed} |")
     return "\n".join(lines) + "\n\nFrom `results/tuning/network_tuning.csv`, each run from empty databases."
 

@@ -205,7 +205,7 @@ TUNER = TuningProcess()
 def run_task(argv: list[str], log: str) -> dict[str, object]:
     """What a Dask worker runs for one task of ``tuning.spread``: the tuning CLI for one workload in the worker's
     tuning process (``TUNER``), its output appended to ``log``; the host, the GPU's name (``cpu`` for ``--target
-    llvm``), the wall time and the tuning process's pid. A RuntimeError with the log's last line if the CLI fails.
+    llvm``), its CPU cores, the wall time and the tuning process's pid. A RuntimeError with the log's last line if the CLI fails.
     (Here, not in ``spread``: run as ``python -m``, that module is ``__main__``, and Dask would send the function and
     a copy of ``TUNER`` by value with every task.)"""
     t0 = time.monotonic()
@@ -213,8 +213,8 @@ def run_task(argv: list[str], log: str) -> dict[str, object]:
     if rc != 0:
         lines = Path(log).read_text().strip().splitlines()
         raise RuntimeError(f"exit status {rc}: {lines[-1] if lines else 'no output'} (log: {log})")
-    return {"host": socket.gethostname(), "gpu": gpu_name(llvm="llvm" in argv), "seconds": time.monotonic() - t0,
-            "pid": TUNER.pid}
+    return {"host": socket.gethostname(), "gpu": gpu_name(llvm="llvm" in argv), "cores": os.cpu_count() or 1,
+            "seconds": time.monotonic() - t0, "pid": TUNER.pid}
 
 
 @functools.cache
