@@ -180,9 +180,10 @@ def test_the_readmes_spread_runs_compare_a_gpu_count_only_with_a_1_gpu_run_of_th
     path = tmp_path / "results" / "tuning" / "network_tuning.csv"
     base = dict(timestamp="2026-11-28T00:00:00+00:00", gpu="NVIDIA H200", hosts=1, host_cores=64, engine="dask",
                 space="rules", tasks=23, trials_per_task=32, population=512, new_trials=736)
-    for run_id, gpus, wall, other in (("two", 2, 200.0, {}), ("one", 1, 360.0, {}), ("fewer", 1, 100.0, {"trials_per_task": 8}),
-                                      ("small", 1, 150.0, {"population": 128}), ("small2", 2, 100.0, {"population": 128}),
-                                      ("smaller host", 2, 100.0, {"host_cores": 32})):
+    runs = [("two", 2, 200.0, {}), ("one", 1, 360.0, {}), ("fewer", 1, 100.0, {"trials_per_task": 8}),
+            ("small", 1, 150.0, {"population": 128}), ("small2", 2, 100.0, {"population": 128}),
+            ("smaller host", 2, 100.0, {"host_cores": 32})]
+    for run_id, gpus, wall, other in runs:
         append_row(path, dict(base, run_id=run_id, gpus=gpus, wall_s=wall, trials_per_min=60 * 736 / wall, **other))
     lines = report.network_tuning_table(tmp_path).splitlines()
     assert lines[2].startswith("| two | NVIDIA H200 | 2 |") and lines[2].endswith("| 1.80x (one) |")

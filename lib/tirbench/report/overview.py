@@ -375,8 +375,9 @@ def network_tuning(root: Path) -> pd.DataFrame:
 
 
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU model and host size, space, task set (tasks x trials per task), search population and number of GPUs: the fastest run's trials per
-    minute, its wall time, and the speed-up over the same task set's one-GPU run (NaN where none is recorded)."""
+    """Per GPU model and host size, space, task set (tasks x trials per task), search population and number of
+    GPUs: the fastest run's trials per minute, its wall time, and the speed-up over the same task set's one-GPU run
+    (NaN where none is recorded)."""
     if df.empty:
         return pd.DataFrame()
     keys = ["gpu", "host_cores", "space", "tasks", "trials_per_task", "population"]
@@ -399,8 +400,8 @@ def scaling_figure(df: pd.DataFrame) -> plt.Figure:
         return fig
     for i, (key, g) in enumerate(table.groupby(["gpu", "host_cores", "space", "tasks", "trials_per_task", "population"],
                                                sort=True)):
-        ax.plot(g["gpus"], g["trials_per_min"], "o-", color=f"C{i}", label=f"{key[0]} ({key[1]} cores), {key[2]} space, "
-                f"{key[3]} tasks x {key[4]} trials, population {key[5]}")
+        ax.plot(g["gpus"], g["trials_per_min"], "o-", color=f"C{i}", label=f"{key[0]} ({key[1]} cores), "
+                f"{key[2]} space, {key[3]} tasks x {key[4]} trials, population {key[5]}")
         base = g.loc[g["gpus"] == 1, "trials_per_min"]
         if len(base):
             ax.plot(g["gpus"], base.iloc[0] * g["gpus"], ":", color=f"C{i}", alpha=0.6)

@@ -41,11 +41,11 @@ from tirbench.report.networks import networks_table
 from tirbench.report.published import (EVALUATOR, EVENTS, SEED, caption, labelled_results, recorded_rows, shown_variant,
                                        timing)
 from tirbench.report.tuning_runs import runs_behind_databases, unrecorded_databases
-from tirbench.tuning.database import MODEL_DATABASES, tasks_tuned
-from tirbench.tuning.history import trials_done
 from tirbench.schedules.common.record import KernelRecord, for_arch
 from tirbench.schedules.conv import records as conv_records
 from tirbench.schedules.gemm import records as gemm_records
+from tirbench.tuning.database import MODEL_DATABASES, tasks_tuned
+from tirbench.tuning.history import trials_done
 from tirbench.workloads.resnet50 import RESNET50
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -217,8 +217,9 @@ def network_tuning_table(root: Path) -> str:
                   & (df["population"] == r.population) & (df["host_cores"] == r.host_cores)]
         speed = ("" if r.gpus == 1 else f"{ones['wall_s'].iloc[-1] / r.wall_s:.2f}x ({ones['run_id'].iloc[-1]})"
                  if len(ones) else "no 1-GPU run recorded")
-        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.host_cores} | {r.space} | {r.tasks} x {r.trials_per_task} | "
-                     f"{r.population} | {r.wall_s:.1f} | {r.trials_per_min:.1f} | {speed} |")
+        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.host_cores} | {r.space} | "
+                     f"{r.tasks} x {r.trials_per_task} | {r.population} | {r.wall_s:.1f} | {r.trials_per_min:.1f} | "
+                     f"{speed} |")
     return "\n".join(lines) + "\n\nFrom `results/tuning/network_tuning.csv`, each run from empty databases."
 
 

@@ -207,7 +207,8 @@ def make_tools(run: Run, wl: Workload) -> None:
           f"builder, runner and tensor intrinsics ready in {time.monotonic() - t0:.1f} s", flush=True)
 
 
-def tune_workload(run: Run, wl: Workload, trials: int, chunk: int, population: int = DEFAULT_POPULATION) -> None:
+def tune_workload(run: Run, wl: Workload, trials: int, chunk: int,
+                  population: int = DEFAULT_POPULATION) -> None:
     """Tune ``wl`` up to ``trials`` (nothing, and one line, where its database has them) and record the run's
     throughput (``throughput.path_for_run``)."""
     work_dir = run.work_dir(wl)

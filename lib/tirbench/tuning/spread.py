@@ -44,8 +44,8 @@ from tirbench.tuning.warm import run_task
 #: The networks ``spread`` tunes by name: the tuning CLI's arguments for every distinct layer.
 NETWORKS = {"resnet50": "notebook 08's 23 fp32 batch-1 ResNet-50 layers, NCHW, in the `rules` space"}
 #: Columns of ``network_tuning.csv``, in order.
-ROW_COLUMNS = ["run_id", "timestamp", "gpu", "gpus", "hosts", "host_cores", "engine", "space", "tasks", "trials_per_task",
-               "population", "new_trials", "wall_s", "trials_per_min"]
+ROW_COLUMNS = ["run_id", "timestamp", "gpu", "gpus", "hosts", "host_cores", "engine", "space", "tasks",
+               "trials_per_task", "population", "new_trials", "wall_s", "trials_per_min"]
 #: Seconds for the local scheduler and workers to come up.
 START_TIMEOUT_S = 120
 #: Seconds between two looks at the databases (the progress bars).
@@ -198,8 +198,8 @@ def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> i
             "run_id": new_run_id(now), "timestamp": now.isoformat(timespec="seconds"),
             "gpu": results[0]["gpu"], "gpus": gpus, "hosts": hosts,
             "host_cores": max(r["cores"] for r in results), "engine": "dask", "space": a.space,
-            "tasks": len(tasks), "trials_per_task": a.trials, "population": a.population, "new_trials": new, "wall_s": round(wall, 1),
-            "trials_per_min": round(60 * new / wall, 2)})
+            "tasks": len(tasks), "trials_per_task": a.trials, "population": a.population, "new_trials": new,
+            "wall_s": round(wall, 1), "trials_per_min": round(60 * new / wall, 2)})
     return 1 if failed else 0
 
 

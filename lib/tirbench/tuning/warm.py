@@ -205,7 +205,8 @@ TUNER = TuningProcess()
 def run_task(argv: list[str], log: str) -> dict[str, object]:
     """What a Dask worker runs for one task of ``tuning.spread``: the tuning CLI for one workload in the worker's
     tuning process (``TUNER``), its output appended to ``log``; the host, the GPU's name (``cpu`` for ``--target
-    llvm``), its CPU cores, the wall time and the tuning process's pid. A RuntimeError with the log's last line if the CLI fails.
+    llvm``), the host's CPU cores, the wall time and the tuning process's pid. A RuntimeError with the log's last line
+    if the CLI fails.
     (Here, not in ``spread``: run as ``python -m``, that module is ``__main__``, and Dask would send the function and
     a copy of ``TUNER`` by value with every task.)"""
     t0 = time.monotonic()

@@ -45,7 +45,7 @@ case "${1:-}" in
       kill "$sampler"
     done
     counts=$(tr ' ' '\n' <<<"$GPUS" | grep . | sort -n)
-    one=$(head -1 <<<"$counts") most=$(tail -1 <<<"$counts")   # the fewest GPUs' databases the reference, the most's replayed
+    one=$(head -1 <<<"$counts") most=$(tail -1 <<<"$counts")   # the fewest GPUs' databases the reference
     (cd "$WORK/$one" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 python3 tools/gpu-checks/tuning/network_replay.py \
       "$WORK/$one" "$WORK/$most" --csv "$WORK/replay.csv" >"$WORK/replay.log" 2>&1)
     echo "replay of the $one- and $most-GPU databases: exit $? at $(date -u +%H:%M:%S)"
