@@ -22,6 +22,7 @@ from tirbench.tuning.archive import (ARCHIVE, KEEP, MODEL_KEEP, archived_databas
 from tirbench.tuning.database import (RECORD_FILE, WORKLOAD_FILE, best_schedule, has_stubs, is_model_database,
                                       open_database, record_lines, record_workload, run_seconds, tasks_tuned)
 from tirbench.tuning.history import HISTORY_FILE, history_trials, trials_done, tuning_history
+from tirbench.tuning.relax_model import replay_summary
 from tirbench.tuning.tune import tune, work_dir_for
 from tirbench.workloads import gemm
 
@@ -271,6 +272,8 @@ def test_pack_refuses_a_trimmed_whole_model_database(model_db, tmp_path):
 
 def test_a_whole_model_database_says_which_tasks_it_tuned(tmp_path):
     (tmp_path / "database_workload.json").write_text("".join(f'["h{i}", {{}}]\n' for i in range(4)))
-    (tmp_path / "database_tuning_record.json").write_text('[2, []]\n[0, []]\n[2, []]\n[1, ')   # the last cut short
+    records = '[2, [{}, [0.001]]]\n[0, [{}, null]]\n[2, [{}, [0.002]]]\n[1, '   # the last cut short
+    (tmp_path / "database_tuning_record.json").write_text(records)
     assert tasks_tuned(tmp_path) == (2, 4)
     assert tasks_tuned(tmp_path / "none") == (0, 0)
+    assert replay_summary(tmp_path) == "3 trials, 2 of 4 tasks tuned (the rest DLight's)"

@@ -44,8 +44,8 @@ from tirbench.report.tuning_runs import runs_behind_databases, unrecorded_databa
 from tirbench.schedules.common.record import KernelRecord, for_arch
 from tirbench.schedules.conv import records as conv_records
 from tirbench.schedules.gemm import records as gemm_records
-from tirbench.tuning.database import MODEL_DATABASES, tasks_tuned
-from tirbench.tuning.history import trials_done
+from tirbench.tuning.database import MODEL_DATABASES
+from tirbench.tuning.relax_model import replay_summary
 from tirbench.workloads.resnet50 import RESNET50
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
@@ -334,12 +334,8 @@ def _model_databases_line(root: Path) -> str:
     dbs = sorted(p for p in (root / "results" / "tuning" / MODEL_DATABASES).glob("*") if p.is_dir())
     if not dbs:
         return ""
-    parts = []
-    for work_dir in dbs:
-        tuned, tasks = tasks_tuned(work_dir)
-        parts.append(f"{work_dir.name} {trials_done(work_dir)} trials, {tuned} of {tasks} tasks")
-    return (f"\n\nTVM MetaSchedule replays `results/tuning/{MODEL_DATABASES}/` (a short budget so far; a task "
-            f"without a record is DLight's, as in TVM default): " + "; ".join(parts) + ".")
+    return (f"\n\nTVM MetaSchedule replays `results/tuning/{MODEL_DATABASES}/` (a short budget so far): "
+            + "; ".join(f"{work_dir.name} {replay_summary(work_dir)}" for work_dir in dbs) + ".")
 
 
 def _metaschedule_line(ms: pd.DataFrame, layers: int, run: pd.DataFrame) -> str:

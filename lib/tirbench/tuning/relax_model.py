@@ -50,7 +50,7 @@ from tirbench.core.paths import project_root
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.builders import PersistentBuilder, build_candidate, task_cores, worker_init_for
 from tirbench.tuning.database import (MODEL_DATABASES, compact_database, fill_workloads, recorded_tasks,
-                                      repair_database, tasks_database)
+                                      repair_database, tasks_database, tasks_tuned)
 from tirbench.tuning.history import sync_history, trials_done
 from tirbench.tuning.runners import make_local_runner
 
@@ -66,6 +66,13 @@ POPULATION = 128
 def work_dir_for(root: Path, model: str, config: ModelConfig) -> Path:
     """``results/tuning/relax/<model>_<dtype>_b<batch>`` under the project root."""
     return root / "results" / "tuning" / MODEL_DATABASES / f"{model}_{config.dtype}_b{config.batch}"
+
+
+def replay_summary(work_dir: Path) -> str:
+    """What replaying the database in ``work_dir`` gives the model: its trials and how many of its tasks they tuned
+    (the others are DLight's, as in TVM's default variant)."""
+    tuned, tasks = tasks_tuned(work_dir)
+    return f"{trials_done(work_dir)} trials, {tuned} of {tasks} tasks tuned (the rest DLight's)"
 
 
 def tune_command(model: str, config: ModelConfig, trials: int) -> str:
