@@ -137,10 +137,17 @@ def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
         g, j, column(b, y, x), k_index({"rc": rc, "ry": ry, "rx": rx})))
 
     gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
-    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "k", "pixel"))
-    sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "j", "k"))
-    sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "j", "pixel"))
-    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, "g", "j", "pixel"))
+    return _lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "k", "pixel"), ("g", "j", "k"), ("g", "j", "pixel"))
+
+
+def _lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callable[..., IndexMap],
+                          x_axes: tuple[str, ...], w_axes: tuple[str, ...], y_axes: tuple[str, ...]) -> s_tir.Schedule:
+    """The reindexed input, filter and output of ``blk`` (and the output copy ``out``) laid out on the batched GEMM's
+    axes (``gemm_index``), each operand in the order given."""
+    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", *x_axes))
+    sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", *w_axes))
+    sch.transform_layout(blk, ("write", 0), gemm_index(out, *y_axes))
+    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, *y_axes))
     return sch
 
 
@@ -202,11 +209,7 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
         g, column(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
     gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
-    sch.transform_layout(blk, ("read", 0), gemm_index("Xp_reindex", "g", "pixel", "k"))
-    sch.transform_layout(blk, ("read", 1), gemm_index("W_reindex", "g", "k", "j"))
-    sch.transform_layout(blk, ("write", 0), gemm_index(out, "g", "pixel", "j"))
-    sch.transform_block_layout(sch.get_sblock(out), gemm_index(out, "g", "pixel", "j"))
-    return sch
+    return _lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "k", "j"), ("g", "pixel", "j"))
 
 
 def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:
