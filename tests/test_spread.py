@@ -101,7 +101,12 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     row = rows.iloc[0]
     assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"], row["population"]) == (
         2, 1, "dask", 3, "cpu", 64)
-    assert row["host_cores"] == os.cpu_count()
+    assert row["host_cores"] == os.cpu_count() and row["start_s"] > 0
+    log_dir = next((tmp_path / "build" / "spread").iterdir())
+    assert sorted(p.name for p in log_dir.glob("prepare-*.log")) == ["prepare-gpu-0.log", "prepare-gpu-1.log"]
+    assert all("ready in" in p.read_text() for p in log_dir.glob("prepare-*.log"))
+    first = (log_dir / "task-00.log").read_text()   # the worker's tuning process was ready before its first task
+    assert "of this process's last run" in first and "ready in" not in first
     assert row["new_trials"] >= 6 and row["trials_per_min"] > 0
     assert spread.main(argv) == 0   # the databases hold the trials: nothing tuned, no second row
     assert len(pd.read_csv(tmp_path / "build" / "tuning" / "network_tuning.csv")) == 1

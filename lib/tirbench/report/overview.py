@@ -374,18 +374,23 @@ def network_tuning(root: Path) -> pd.DataFrame:
     return df[df["gpu"] != "cpu"].reset_index(drop=True)
 
 
+#: What makes spread runs comparable: the same GPU model, host size, space, task set and population, and the same
+#: clock (``prepared``: the tuning processes made ready before the clock starts, ``start_s`` recorded).
+SCALING_KEYS = ["gpu", "host_cores", "space", "tasks", "trials_per_task", "population", "prepared"]
+
+
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU model and host size, space, task set (tasks x trials per task), search population and number of
-    GPUs: the fastest run's trials per minute, its wall time, and the speed-up over the same task set's one-GPU run
-    (NaN where none is recorded)."""
+    """Per ``SCALING_KEYS`` and number of GPUs: the fastest run's trials per minute, its start-up and tuning time,
+    and the speed-up of its tuning over the same task set's one-GPU run (NaN where none is recorded)."""
     if df.empty:
         return pd.DataFrame()
-    keys = ["gpu", "host_cores", "space", "tasks", "trials_per_task", "population"]
-    best = df.sort_values("trials_per_min").groupby([*keys, "gpus"]).tail(1)
+    keys = SCALING_KEYS
+    best = df.assign(prepared=df["start_s"].notna()).sort_values("trials_per_min").groupby([*keys, "gpus"]).tail(1)
     one = best[best["gpus"] == 1].set_index(keys)["trials_per_min"]
     best = best.assign(speedup=[r.trials_per_min / one.get(tuple(getattr(r, k) for k in keys), math.nan)
                                 for r in best.itertuples()])
-    return best[[*keys, "gpus", "hosts", "run_id", "wall_s", "trials_per_min", "speedup"]].sort_values([*keys, "gpus"])
+    return best[[*keys, "gpus", "hosts", "run_id", "start_s", "wall_s", "trials_per_min", "speedup"]].sort_values(
+        [*keys, "gpus"])
 
 
 def scaling_figure(df: pd.DataFrame) -> plt.Figure:
@@ -398,10 +403,10 @@ def scaling_figure(df: pd.DataFrame) -> plt.Figure:
                 va="center", transform=ax.transAxes, color="0.4")
         ax.set_axis_off()
         return fig
-    for i, (key, g) in enumerate(table.groupby(["gpu", "host_cores", "space", "tasks", "trials_per_task", "population"],
-                                               sort=True)):
+    for i, (key, g) in enumerate(table.groupby(SCALING_KEYS, sort=True)):
         ax.plot(g["gpus"], g["trials_per_min"], "o-", color=f"C{i}", label=f"{key[0]} ({key[1]} cores), "
-                f"{key[2]} space, {key[3]} tasks x {key[4]} trials, population {key[5]}")
+                f"{key[2]} space, {key[3]} tasks x {key[4]} trials, population {key[5]}"
+                f"{', tuning processes ready first' if key[6] else ''}")
         base = g.loc[g["gpus"] == 1, "trials_per_min"]
         if len(base):
             ax.plot(g["gpus"], base.iloc[0] * g["gpus"], ":", color=f"C{i}", alpha=0.6)

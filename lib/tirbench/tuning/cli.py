@@ -202,6 +202,7 @@ def make_tools(run: Run, wl: Workload) -> None:
         runner = pool.submit(lambda: make_rpc_runner(run.setup, run.address, run.servers) if run.address
                              else make_local_runner(run.setup))
         importlib.import_module("tvm.s_tir.tensor_intrin")
+        importlib.import_module("xgboost")   # MetaSchedule's cost model imports it in the first search otherwise
         run.runner = runner.result()
     print(f"[tuning] {run.setup} setup on {run.servers} x {run.gpu} ({'rpc' if run.address else 'local'} runner): "
           f"builder, runner and tensor intrinsics ready in {time.monotonic() - t0:.1f} s", flush=True)
@@ -235,9 +236,10 @@ def tune_workload(run: Run, wl: Workload, trials: int, chunk: int,
             "best_gflops": round(float(best.iloc[-1]), 2)}])
 
 
-def main(argv: list[str] | None = None, tools: Tools | None = None) -> int:
+def main(argv: list[str] | None = None, tools: Tools | None = None, *, prepare: bool = False) -> int:
     """The CLI; ``tools``: a builder and runner to reuse where they were made for the same ``tools_key``, and where
-    this run's are kept for the next."""
+    this run's are kept for the next. ``prepare``: only make them (for the first workload) and tune nothing, so that
+    a tuning process (``tirbench.tuning.warm``) is ready before its first task."""
     p = build_parser()
     a = p.parse_args(argv)
     run = None
@@ -246,7 +248,9 @@ def main(argv: list[str] | None = None, tools: Tools | None = None) -> int:
         if tools is not None and tools.key == tools_key(a):
             run.gpu, run.builder, run.runner = tools.gpu, tools.builder, tools.runner
             print(f"[tuning] the builder and runner of this process's last run, on {run.gpu}", flush=True)
-        for wl in workloads:
+        if prepare and run.builder is None:
+            make_tools(run, workloads[0])
+        for wl in () if prepare else workloads:
             tune_workload(run, wl, a.trials, a.chunk, a.population)
     except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
         p.exit(2, f"{p.prog}: error: {err}\n")

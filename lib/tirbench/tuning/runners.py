@@ -80,6 +80,14 @@ def register() -> None:
     tvm.register_global_func(COUNT_FUNC, lambda: _flushes, override=True)
 
 
+def register_and_warm() -> None:
+    """A tuned local runner worker's initializer: ``register``, and where it sees a CUDA GPU, its CUDA context made and
+    the flush kernel built now, while the tuning process starts (not at the first measurement)."""
+    register()
+    if tvm.runtime.enabled("cuda") and tvm.cuda(0).exist:
+        harness.l2_flush(0)
+
+
 def prepare_server() -> None:
     """``server_init_callback`` of ``tirbench.tuning.rpc.server``, run in the listening process before any session is forked:
     registers the flush and, where TVM has its CUDA runtime, has a separate process build the flush kernel and export
@@ -159,7 +167,8 @@ def make_local_runner(setup: str) -> ms.runner.LocalRunner:
                                      f_run_evaluator=timed("measure", local_runner.default_run_evaluator))
     return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=TUNED_EVALUATOR,
                                  f_alloc_argument=timed("alloc", alloc_cached),
-                                 f_run_evaluator=timed("measure", run_evaluator_local), initializer=register)
+                                 f_run_evaluator=timed("measure", run_evaluator_local),
+                                 initializer=register_and_warm)
 
 
 def make_rpc_runner(setup: str, address: RPCAddress, servers: int) -> ms.runner.RPCRunner:

@@ -39,13 +39,13 @@ from tirbench.bench.results import new_run_id
 from tirbench.core.paths import project_root
 from tirbench.tuning.builders import TASK_CORES_ENV
 from tirbench.tuning.processes import Children, ClusterError, raise_interrupt
-from tirbench.tuning.warm import run_task
+from tirbench.tuning.warm import prepare_worker, run_task
 
 #: The networks ``spread`` tunes by name: the tuning CLI's arguments for every distinct layer.
 NETWORKS = {"resnet50": "notebook 08's 23 fp32 batch-1 ResNet-50 layers, NCHW, in the `rules` space"}
 #: Columns of ``network_tuning.csv``, in order.
 ROW_COLUMNS = ["run_id", "timestamp", "gpu", "gpus", "hosts", "host_cores", "engine", "space", "tasks",
-               "trials_per_task", "population", "new_trials", "wall_s", "trials_per_min"]
+               "trials_per_task", "population", "new_trials", "start_s", "wall_s", "trials_per_min"]
 #: Seconds for the local scheduler and workers to come up.
 START_TIMEOUT_S = 120
 #: Seconds between two looks at the databases (the progress bars).
@@ -175,14 +175,27 @@ def row_path(root: Path, tasks: list[Task], *, gpu: bool) -> Path:
     return path_for(root) if gpu and under_results else root / "build" / "tuning" / "network_tuning.csv"
 
 
-def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> int:
+def prepare_workers(client, task: Task, log_dir: Path) -> None:
+    """Every worker's tuning process started, with its builder and runner made for ``task``'s kind
+    (``warm.prepare_worker``), before any task is submitted; one-line ClusterError for a worker where that failed."""
+    for worker, rc in client.run(prepare_worker, list(task.argv), str(log_dir)).items():
+        if rc != 0:
+            raise ClusterError(f"worker {worker}: its tuning process could not be prepared (exit status {rc}; "
+                               f"log in {log_dir})")
+
+
+def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path, started: float) -> int:
     """Tune ``tasks`` on ``client``'s workers, print what was done, append the run's row; exit status 0, or 1 if a
-    task failed."""
+    task failed. ``started``: when the command started (``time.monotonic()``); the row's ``start_s`` is from then
+    until the workers' tuning processes are ready (``prepare_workers``), ``wall_s`` from then until the last task is
+    done."""
     from tirbench.tuning.history import trials_done
 
     info = client.scheduler_info()["workers"]
     gpus, hosts = len(info), len({w.get("host", addr.split("://")[-1].rsplit(":", 1)[0]) for addr, w in info.items()})
     before = sum(trials_done(t.work_dir) for t in tasks)
+    if before < a.trials * len(tasks):
+        prepare_workers(client, tasks[0], log_dir)
     t0 = time.monotonic()
     results, failed = tune_tasks(client, tasks, a.trials, log_dir)
     wall = time.monotonic() - t0
@@ -191,7 +204,8 @@ def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> i
         print(f"[spread] failed: {line}", file=sys.stderr)
     processes = len({(r["host"], r["pid"]) for r in results})
     print(f"[spread] {len(results)} of {len(tasks)} tasks done on {gpus} GPU(s), {hosts} host(s), in {processes} "
-          f"tuning process(es): {new} new trials in {wall:.0f} s ({60 * new / wall:.1f} trials/min); logs: {log_dir}")
+          f"tuning process(es): {new} new trials in {wall:.0f} s ({60 * new / wall:.1f} trials/min) after "
+          f"{t0 - started:.0f} s of start-up; logs: {log_dir}")
     if new > 0 and results:
         now = dt.datetime.now(dt.timezone.utc)
         append_row(row_path(project_root(), tasks, gpu=a.target == "cuda"), {
@@ -199,7 +213,7 @@ def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path) -> i
             "gpu": results[0]["gpu"], "gpus": gpus, "hosts": hosts,
             "host_cores": max(r["cores"] for r in results), "engine": "dask", "space": a.space,
             "tasks": len(tasks), "trials_per_task": a.trials, "population": a.population, "new_trials": new,
-            "wall_s": round(wall, 1), "trials_per_min": round(60 * new / wall, 2)})
+            "start_s": round(t0 - started, 1), "wall_s": round(wall, 1), "trials_per_min": round(60 * new / wall, 2)})
     return 1 if failed else 0
 
 
@@ -237,6 +251,7 @@ def local_devices(gpus: int | None, llvm: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     p = build_parser()
     a = p.parse_args(argv)
     try:
@@ -247,13 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, raise_interrupt)
         if a.scheduler:
             with Client(a.scheduler, timeout=a.connect_timeout) as client:
-                return spread(client, tasks, ta, log_dir)
+                return spread(client, tasks, ta, log_dir, started)
         devices = local_devices(a.gpus, ta.target == "llvm")
         cores = a.cores_per_task or max(1, (os.cpu_count() or 1) // len(devices))
         with LocalCluster(devices=devices, task_cores=cores, log_dir=log_dir / "cluster") as cluster:
             with Client(scheduler_file=str(cluster.scheduler_file), timeout=START_TIMEOUT_S) as client:
                 client.wait_for_workers(len(devices), timeout=START_TIMEOUT_S)
-                return spread(client, tasks, ta, log_dir)
+                return spread(client, tasks, ta, log_dir, started)
     except (ValueError, ClusterError, OSError) as err:
         p.exit(2, f"{p.prog}: error: {err}\n")
     except KeyboardInterrupt:

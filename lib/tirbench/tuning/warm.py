@@ -17,6 +17,7 @@ dies (``PR_SET_PDEATHSIG``), so a task Dask re-runs elsewhere never has two writ
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import functools
 import json
@@ -86,12 +87,13 @@ class Relay:
                 self.synced.set()
 
 
-def run_cli(argv: list[str], tools: Tools) -> int:
-    """``cli.main(argv, tools)``'s exit status (a traceback in the log for an error it does not turn into one line)."""
+def run_cli(argv: list[str], tools: Tools, *, prepare: bool = False) -> int:
+    """``cli.main(argv, tools, prepare=prepare)``'s exit status (a traceback in the log for an error it does not turn
+    into one line)."""
     from tirbench.tuning import cli
 
     try:
-        return cli.main(argv, tools)
+        return cli.main(argv, tools, prepare=prepare)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1
     except Exception:
@@ -100,9 +102,9 @@ def run_cli(argv: list[str], tools: Tools) -> int:
 
 
 def serve() -> None:
-    """The tuning process: one JSON request a line on stdin (``{"argv": [...], "log": path}``), run by ``run_cli``
-    with its output to ``log``; one JSON answer a line (``{"rc": N}``) on the stdout it was started with. Returns at
-    the end of stdin."""
+    """The tuning process: one JSON request a line on stdin (``{"argv": [...], "log": path, "prepare": bool}``), run
+    by ``run_cli`` with its output to ``log``; one JSON answer a line (``{"rc": N}``) on the stdout it was started
+    with. Returns at the end of stdin."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     if os.getppid() != int(os.environ.get(PARENT_ENV, os.getppid())):
         return
@@ -117,7 +119,7 @@ def serve() -> None:
     for line in requests:
         request = json.loads(line)
         relay.to(request["log"])
-        rc = run_cli(request["argv"], tools)
+        rc = run_cli(request["argv"], tools, prepare=request.get("prepare", False))
         relay.sync()
         answers.write(json.dumps({"rc": rc}) + "\n")
 
@@ -135,16 +137,16 @@ class TuningProcess:
         """The tuning process's pid; None before the first task."""
         return None if self.proc is None else self.proc.pid
 
-    def run(self, argv: list[str], log: str) -> int:
+    def run(self, argv: list[str], log: str, *, prepare: bool = False) -> int:
         """Run the tuning CLI on ``argv`` in the tuning process, its output appended to ``log``; its exit status (the
-        process's, negative for a signal, where it died twice)."""
+        process's, negative for a signal, where it died twice). ``prepare``: only make its builder and runner."""
         with self.lock:
-            rc = self._attempt(argv, log)
+            rc = self._attempt(argv, log, prepare)
             if rc is None:
                 with open(log, "a") as out:
                     out.write(f"[spread] the tuning process died during this task (status {self.proc.wait()}): "
                               "running the task again in a new one\n")
-                rc = self._attempt(argv, log)
+                rc = self._attempt(argv, log, prepare)
             return (self.proc.wait() or 1) if rc is None else rc
 
     def close(self) -> None:
@@ -155,7 +157,7 @@ class TuningProcess:
             self.proc.stdout.close()
             self.proc = None
 
-    def _attempt(self, argv: list[str], log: str) -> int | None:
+    def _attempt(self, argv: list[str], log: str, prepare: bool) -> int | None:
         """The task's exit status; None where the tuning process died before answering."""
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:   # died: its pipes closed
@@ -163,7 +165,7 @@ class TuningProcess:
                 self.proc.stdout.close()
             self.proc = self._start(log)
         try:
-            self.proc.stdin.write(json.dumps({"argv": argv, "log": log}) + "\n")
+            self.proc.stdin.write(json.dumps({"argv": argv, "log": log, "prepare": prepare}) + "\n")
             self.proc.stdin.flush()
             answer = self.proc.stdout.readline()
         except BrokenPipeError:
@@ -216,6 +218,17 @@ def run_task(argv: list[str], log: str) -> dict[str, object]:
         raise RuntimeError(f"exit status {rc}: {lines[-1] if lines else 'no output'} (log: {log})")
     return {"host": socket.gethostname(), "gpu": gpu_name(llvm="llvm" in argv), "cores": os.cpu_count() or 1,
             "seconds": time.monotonic() - t0, "pid": TUNER.pid}
+
+
+async def prepare_worker(argv: list[str], log_dir: str, dask_worker) -> int:
+    """What ``tuning.spread`` runs on every Dask worker (``Client.run``, which passes ``dask_worker``) before the
+    first task: the worker's tuning process started and its builder and runner made for ``argv``
+    (``cli.main(..., prepare=True)``), output to ``prepare-<worker name>.log`` in ``log_dir``; the exit status. (In a
+    thread: the worker's event loop goes on.)"""
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    log = str(Path(log_dir) / f"prepare-{dask_worker.name}.log")
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(TUNER.run, argv, log,
+                                                                                     prepare=True))
 
 
 @functools.cache
