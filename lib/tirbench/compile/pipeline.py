@@ -3,9 +3,12 @@
 The passes before ``tvm.compile`` (``passes``, a list as ``relax.get_pipeline`` keeps one): ``FoldBatchnormToConv2D``
 and ``FoldConstant`` where the module has batch norms; with ``fp16`` (after that ``FoldConstant``, or one of its own:
 the folded batch norms' scales must be constants first) ``ClipToMinMax`` (MobileNetV2's ReLU6) and
-``ToMixedPrecision(out_dtype="float16")``, which makes every conv (and matmul) read and write float16, casting the
-model's input and output (float32 in the exported model: 0.27's torch importer writes every conv as
-``out_dtype="float32"``, so the model is exported in float32 and converted here); with ``nhwc``, ``ConvertLayout`` of
+``ToMixedPrecision``, which makes every conv (and matmul) read float16, casting the model's input and output (float32 in the exported model: 0.27's torch importer writes every conv as
+``out_dtype="float32"``, so the model is exported in float32 and converted here). With the rules each conv also
+writes float16 (``out_dtype="float16"``: the tensor-core families' kernels sum in float32 and store float16); without
+them, as TVM's default pipeline and MetaSchedule take the model, each conv sums and writes float32 and a cast follows
+(``out_dtype="float32"``: legalized with a float16 output, a conv sums in float16, which misses the float16 tolerance
+on ResNet-50). With ``nhwc``, ``ConvertLayout`` of
 every conv to ``NHWC_LAYOUT`` (the NHWC families' layouts: the model runs NHWC between its layers, transposed at its
 ends and around the ops ConvertLayout does not know) and ``FoldConstant`` (the weights' and biases' transposes); then
 the rules' dispatch (``dispatch.DispatchConvRules``) and ``FoldConstant`` (the weight transposes it adds, where the
@@ -86,7 +89,7 @@ def passes(mod: tvm.IRModule, target: tvm.target.Target, *, rules: bool = True, 
     if batch_norms or fp16:
         out += [relax.transform.FoldConstant()]
     if fp16:
-        out += [ClipToMinMax(), relax.transform.ToMixedPrecision(out_dtype="float16")]
+        out += [ClipToMinMax(), relax.transform.ToMixedPrecision(out_dtype="float16" if rules else "float32")]
     if nhwc:
         out += [relax.transform.ConvertLayout(NHWC_LAYOUT), relax.transform.FoldConstant()]
     if rules:
