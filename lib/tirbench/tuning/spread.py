@@ -8,8 +8,9 @@ Why tasks and not measurements: a trial is 0.5-1.5 s of search and 0.5 s of buil
 so spreading the measurements over GPUs (TVM's RPC tracker, ``tuning.rpc.cluster``, still the way to measure on a GPU
 of another machine) cannot make tuning faster; every GPU needs its own search and its own builders. Here each
 workload is a task: the tuning CLI (``python -m tirbench.tuning``) for that workload alone, run by a Dask worker
-that owns one GPU (``resources={"GPU": 1}``) in the worker's one long-lived tuning process (``tuning.warm``), which
-keeps its imports, builder workers and runner from task to task: a fresh process per task would pay them every time
+that owns one GPU (``resources={"GPU": 1}``) in the worker's one long-lived tuning process (``tuning.warm``, started
+with its builder and runner before the first task, ``prepare_workers``), which keeps its imports, builder workers
+and runner from task to task: a fresh process per task would pay them every time
 (7 s a task on a CPU, most of a 50 s task on a GPU host). Its builds and its search's threads run on that worker's
 share of the host's cores (``TIRBENCH_TASK_CORES``). A task tunes into the database ``tuning.replay`` reads; one
 whose database already holds the trials returns at once, so a run resumes where the last one stopped, and a task
