@@ -163,7 +163,7 @@ def test_int8_wgmma_n256_beyond_tvms_table_compiles():
     (lambda: conv2d_int8_wgmma(s_tir.Schedule(conv2d_int8(2, 128, 8, 8, 128).mod), tile_k=64),
      "tile_k must be 128"),
     (lambda: conv2d_int8(1, 32, 4, 4, -32), "positive integer"),
-    (lambda: conv2d_int8(1, 32, 4, 4, 32, filter_layout="KCRS"), "filter_layout='KCRS': expected one of"),
+    (lambda: conv2d_int8(1, 32, 4, 4, 32, filter_layout="CKRS"), "filter_layout='CKRS': expected one of"),
     (lambda: conv2d_int8_mma(s_tir.Schedule(conv2d_int8(1, 32, 4, 4, 32).mod), block_tile=(16, 32),
                              warp_tile=(16, 32), tile_k=64), "channel_block"),
     (lambda: conv2d_int8(1, 32, 4, 4, 32).reference(*_one_hot_inputs_with_scale(-1.0)), "scale must be positive"),

@@ -21,15 +21,16 @@ from tirbench.core.machine import cpu_target, target_for
 from tirbench.core.serial import without_threads
 from tirbench.report import overview
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_MMA, INT8_TMA_WS,
-                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_GEMM,
-                                             NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_GROUPED, INT8_MMA,
+                                             INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM,
+                                             NHWC_GROUPED_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA,
+                                             SM75_INT8_WMMA)
 from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import conv2d
-from tirbench.workloads.conv2d_int8 import conv2d_int8
+from tirbench.workloads.conv2d_int8 import conv2d_int8, filter_layout_of
 from tirbench.workloads.conv_geometry import parse_conv_shape
 
 DEPTHWISE = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC}
@@ -71,8 +72,32 @@ def test_the_int8_depthwise_stencil_matches_the_reference_exactly_on_llvm(case):
                                                 "thread_rows": 1}))
 
 
+#: int8 grouped layers (N, C, H, W, K, R, S, stride, pad, dilation, groups), C and K multiples of 32: ResNeXt's 4
+#: channels a group (its stride-2 form with the residual epilogue), 8 with a padding per side and a dilation, 16
+#: groups of 2 output channels and 4 input ones.
+INT8_GROUPED_CASES = {"g32": (2, 128, 9, 9, 128, 3, 3, 1, 1, 1, 32), "g32s2": (1, 128, 11, 11, 128, 3, 3, 2, 1, 1, 32),
+                      "g8_geometry": (1, 64, 10, 10, 64, 3, 3, (2, 1), (1, 2, 0, 1), (1, 2), 8),
+                      "g16_k32": (1, 64, 8, 8, 32, 3, 3, 1, 1, 1, 16)}
+
+
+@pytest.mark.parametrize("case", INT8_GROUPED_CASES)
+def test_the_int8_grouped_stencil_matches_the_reference_exactly_on_llvm(case):
+    """``conv2d_int8(..., groups=G)`` (filter (K, C/G, R, S)): each output channel sums its group's channels; 32 and
+    64 channels a block, the residual epilogue; the rules' first candidate too."""
+    n, c, h, w, k, r, s, stride, pad, dilation, groups = INT8_GROUPED_CASES[case]
+    wl = conv2d_int8(n, c, h, w, k, r, s, stride, pad, groups=groups, dilation=dilation, residual=case == "g32s2")
+    assert filter_layout_of(wl.mod) == "KCRS"
+    check_on_llvm(wl, INT8_GROUPED.apply(wl, {"tile": (2, 4), "channels": 32, "thread_rows": 1}))
+    (record,) = rule_records(wl, keep=1)
+    assert record.name == INT8_GROUPED.name
+    check_on_llvm(wl, record.apply(wl, record.candidates[0]))
+
+
 @pytest.mark.parametrize("make, said", [
-    (lambda: conv2d_int8(1, 64, 8, 8, 64, groups=32), "conv2d_int8 takes groups 1 or a depthwise layer"),
+    (lambda: conv2d_int8(1, 48, 8, 8, 48, groups=3), "conv2d_int8 takes a grouped layer whose input and output "
+                                                       "channels are multiples of 32"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, groups=32, filter_layout="KRSC"), "'KCRS' is the filter of a grouped"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KCRS"), "'KCRS' is the filter of a grouped layer"),
     (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KRS"), "'KRS' is the filter of a depthwise layer"),
     (lambda: INT8_DEPTHWISE.apply(conv2d_int8(1, 64, 8, 8, 64, groups=64), {"channels": 16}),
      "channels=16: an int8 NC/32HW32 block takes whole groups of 32 channels"),
@@ -213,8 +238,10 @@ NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
         DEPTHWISE_NHWC.name: conv2d(32, 96, 112, 112, 96, 3, 3, 2, 1, groups=96, layout="NHWC", dtype="float16"),
         NCHW_GROUPED_GEMM.name: conv2d(1, 256, 28, 28, 256, groups=32),
         NHWC_GROUPED_GEMM.name: conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
-        INT8_DEPTHWISE.name: conv2d_int8(32, 144, 56, 56, 144, 3, 3, 2, 1, groups=144)}
-RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, NHWC_GROUPED_GEMM, INT8_DEPTHWISE)}
+        INT8_DEPTHWISE.name: conv2d_int8(32, 144, 56, 56, 144, 3, 3, 2, 1, groups=144),
+        INT8_GROUPED.name: conv2d_int8(32, 128, 56, 56, 128, groups=32)}
+RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, NHWC_GROUPED_GEMM, INT8_DEPTHWISE,
+                               INT8_GROUPED)}
 #: The grouped GEMMs' candidates nvcc builds here: NCHW's first two (its nest is test_conv_simt_gemm's), NHWC's first
 #: and last (8 columns of 64 rows, 32 of 128).
 NVCC_CANDIDATES = {NCHW_GROUPED_GEMM.name: (0, 1), NHWC_GROUPED_GEMM.name: (0, len(NHWC_GROUPED_GEMM.candidates) - 1)}
@@ -237,6 +264,17 @@ def test_nvcc_takes_every_candidate_without_spills(name, index, arch):
     assert "Used" in report and "0 bytes spill stores, 0 bytes spill loads" in report, report
 
 
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc not installed")
+def test_an_int8_grouped_layer_of_32_channels_a_group_holds_one_channels_taps_at_a_time_without_spills():
+    """ResNeXt-50's last grouped layer: 32 channels x 9 taps a group, which do not all fit a thread's registers."""
+    wl = conv2d_int8(32, 1024, 7, 7, 1024, groups=32)
+    (record,) = rule_records(wl, keep=2)
+    for cand in record.candidates:
+        with tvm.transform.PassContext(config=record.pass_config):
+            report = " | ".join(nvcc_report(device_source(record.apply(wl, cand)), "sm_90a"))
+        assert "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
 def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     src = cuda_of(DEPTHWISE_NCHW.name, 0)
     assert "__shared__" in src and src.count("__syncthreads()") == 1 and "cp_async" not in src
@@ -253,6 +291,7 @@ def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     (conv2d(1, 768, 17, 17, 192, 1, 7, 1, (0, 3), layout="NHWC"), ["nhwc_gemm"]),
     (conv2d(32, 768, 17, 17, 192, 7, 1, 1, (3, 0), layout="NHWC", dtype="float16"), ["nhwc_wgmma", "nhwc_mma"]),
     (conv2d_int8(32, 960, 7, 7, 960, 3, 3, 1, 1, groups=960), ["int8_depthwise"]),
+    (conv2d_int8(32, 512, 28, 28, 512, 3, 3, 2, 1, groups=32), ["int8_grouped"]),
     (conv2d(1, 64, 14, 14, 64), ["nchw_splitk", "nchw_gemm"]),
 ])
 def test_the_rules_offer_the_families_that_take_a_layer(wl, families):

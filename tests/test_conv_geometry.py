@@ -179,9 +179,9 @@ def test_rules_spaces_int8_and_winograd_refuse_in_one_line():
     assert winograd_forms(wl) == [] and winograd_forms(conv2d(1, 64, 14, 14, 64, dilation=(1, 1))) != []
     assert "space='template'" in refusal(lambda: require_nchw_fp32_conv(wl, param="space='template'"))
     assert "has stride 2x1 per axis" in refusal(lambda: require_wgmma_workload(FP16))
-    assert refusal(lambda: conv2d_int8(1, 64, 8, 8, 64, groups=2)) == \
-        "conv2d_int8 takes groups 1 or a depthwise layer (groups = C = K); this layer has groups 2 of 64 input and 64 " \
-        "output channels"
+    assert refusal(lambda: conv2d_int8(1, 48, 8, 8, 48, groups=2)) == \
+        "conv2d_int8 takes a grouped layer whose input and output channels are multiples of 32, or a depthwise one " \
+        "(groups = C = K); this layer has groups 2 of 48 input and 48 output channels"
     assert refusal(lambda: conv2d_int8(1, 3, 8, 8, 32, 3, 3, (2, 1), 1, filter_layout="KRS8C4")) == \
         "conv2d_int8 with filter_layout='KRS8C4' takes groups 1, dilation 1, one stride and one padding; this layer " \
         "has stride 2x1 per axis"
@@ -196,7 +196,8 @@ def test_rules_spaces_int8_and_winograd_refuse_in_one_line():
      "no family takes conv2d 1x8x8x8x8x3x3x1x1_g2 (float32 NHWC): it has groups 2"),
     (["1", "7", "2x1", "0x3", "--dilation", "2", "--layout", "HWCN"],
      "has dilation 2, stride 2x1 per axis, padding 0x3 per axis"),
-    (["3", "3", "1", "1", "--dtype", "int8", "--groups", "2"], "conv2d_int8 takes groups 1"),
+    (["3", "3", "1", "1", "--dtype", "int8", "--groups", "2"], "conv2d_int8 takes a grouped layer whose input and "
+                                                                  "output channels are multiples of 32"),
 ])
 def test_kernel_cli_takes_groups_dilation_and_per_axis_stride_and_pad(argv, message, capsys, monkeypatch):
     monkeypatch.setattr(kernel.run, "has_cuda_gpu", lambda: False)

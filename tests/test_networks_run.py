@@ -31,6 +31,7 @@ from tirbench.schedules.conv.records import INT8_TMA_WS, WINOGRAD
 from tirbench.schedules.conv.rules import refused_here
 from tirbench.workloads import conv2d, conv2d_int8
 from tirbench.workloads.conv2d_int8 import filter_layout_of
+from tirbench.workloads.layers import ConvLayer
 from tirbench.workloads.networks import CONVNEXT_TINY, MOBILENET_V2, NETWORKS, RESNEXT50_32X4D
 from tirbench.workloads.resnet50 import RESNET50
 
@@ -40,14 +41,14 @@ STEM, S1 = RESNET50[0], RESNET50[2]   # counts 1 and 3
 DW = next(layer for layer in MOBILENET_V2 if layer.groups > 1)   # the first depthwise layer
 
 
-def test_each_configs_workload_and_the_one_line_where_int8_cannot_state_a_layer():
+def test_each_configs_workload_of_plain_depthwise_grouped_and_narrow_layers():
     assert layer_workload(STEM, "fp16", 32).layout == "NHWC" and layer_workload(STEM, "fp32", 1).dtype == "float32"
     int8 = layer_workload(S1, "int8", 32)   # notebook 08's int8 workload, as it built it before
     assert tvm_ffi.structural_equal(int8.mod, conv2d_int8(*S1.shape(32), relu=True, residual=False).mod)
     assert layer_workload(DW, "fp16", 32).shape == layer_shape(DW, 32)
     assert layer_workload(DW, "int8", 32).shape == layer_shape(DW, 32)   # depthwise: int8_depthwise's
-    with pytest.raises(ValueError, match="this layer has groups 32 of 128 input and 128 output channels$"):
-        layer_workload(next(layer for layer in RESNEXT50_32X4D if 1 < layer.groups < layer.c), "int8", 32)
+    grouped = layer_workload(next(layer for layer in RESNEXT50_32X4D if 1 < layer.groups < layer.c), "int8", 32)
+    assert filter_layout_of(grouped.mod) == "KCRS" and grouped.shape.endswith("_g32")   # grouped: int8_grouped's
     narrow = layer_workload(MOBILENET_V2[2], "int8", 32)   # 32 -> 16 channels: one group of 32 lanes, 16 of them real
     assert narrow.sizes["k"] == 16 and narrow.out_shape[1] == 1
     with pytest.raises(ValueError, match="config 'fp64': expected one of fp32, fp16, int8"):
@@ -61,10 +62,12 @@ def test_the_plan_measures_a_layer_two_networks_share_once_and_lists_what_no_fam
     assert [name for name, _ in stem.layers] == ["resnet50", "resnext50_32x4d"]
     assert len({p.wl.shape for p in fp16.planned}) == len(fp16.planned) == 5 + 4
     assert not fp16.refused and not runner.plan(nets, "fp32", 1).refused   # nhwc_ / nchw_grouped_gemm
-    int8 = runner.plan(nets, "int8", 32)
-    assert [(name, layer.groups) for name, layer, _ in int8.refused] == [("resnext50_32x4d", 32)]
-    assert "groups 32 of 128" in int8.refused[0][2]
+    assert not runner.plan(nets, "int8", 32).refused   # grouped: int8_grouped
     assert not runner.plan({"convnext_tiny": CONVNEXT_TINY}, "int8", 32).refused   # depthwise: int8_depthwise
+    odd = ConvLayer("g3 48", 48, 14, 14, 48, 3, 3, 1, 1, count=1, groups=3)   # a group's channels across lane groups
+    refused = runner.plan({"mine": [STEM, odd]}, "int8", 32).refused
+    assert [(name, layer.name) for name, layer, _ in refused] == [("mine", "g3 48")]
+    assert "input and output channels are multiples of 32" in refused[0][2]
     assert runner.quick_layers(MOBILENET_V2) == [MOBILENET_V2[0], DW] and runner.quick_layers(RESNET50) == [STEM]
 
 

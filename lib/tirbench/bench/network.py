@@ -38,7 +38,7 @@ def _require_config(config: str) -> None:
 def layer_workload(layer: ConvLayer, config: str, batch: int) -> Workload:
     """``config``'s workload of ``layer`` at ``batch``: fp32 a float32 NCHW ``conv2d``, fp16 a float16 NHWC one, int8
     ``conv2d_int8`` (NC/32HW32, bias + ReLU + requantisation fused); a one-line ValueError where the config cannot
-    state the layer (int8: groups, output channels not a multiple of 32)."""
+    state the layer (int8: a grouped layer whose channels are not multiples of 32)."""
     _require_config(config)
     if config == "int8":
         return conv2d_int8(**layer.conv2d_kwargs(batch), relu=True, residual=False)

@@ -9,7 +9,8 @@ holds Kg = ceil(K/32) groups, and the lanes past K are zero (their filters, bias
 
 ============  ==========================
 input X       (N, Cg, H, W, 32)
-filter W      (Kg*32, Cg, R, S, 32); ``"KRSC"``: (Kg*32, R, S, Cg*32); ``"KRS8C4"`` (C <= 4): (Kg*32, R, S8, 4)
+filter W      (Kg*32, Cg, R, S, 32); ``"KRSC"``: (Kg*32, R, S, Cg*32); ``"KRS8C4"`` (C <= 4): (Kg*32, R, S8, 4);
+              a grouped layer's ``"KCRS"``: (K, C/groups, R, S); a depthwise layer's ``"KRS"``: (K, R, S)
 output Y      (N, Kg, OH, OW, 32)
 bias          (Kg*32,) int32
 scale         (Kg*32,) float32, positive
@@ -48,9 +49,10 @@ from tirbench.workloads.conv2d import check_conv_params, conv2d_reference
 from tirbench.workloads.conv_geometry import ConvGeometry
 
 LANES = 32  #: channels per group of the NC/32HW32 layout
-#: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4); a depthwise layer's (groups = C = K) is "KRS":
-#: (K, R, S), its one tap set per channel
-FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4", "KRS")
+#: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4); a grouped layer's (1 < groups < C) is "KCRS":
+#: (K, C / groups, R, S), each output channel's taps over its group's input channels (PyTorch's grouped weight); a
+#: depthwise layer's (groups = C = K) is "KRS": (K, R, S), its one tap set per channel
+FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4", "KCRS", "KRS")
 NARROW_LANES, NARROW_TAPS = 4, 8  #: ``"KRS8C4"``: lanes per tap and taps per kernel row
 
 
@@ -121,11 +123,17 @@ def krs8c4_to_kcrs(wt: np.ndarray, channels: int, taps: int) -> np.ndarray:
 
 def filter_layout_of(mod: tvm.IRModule) -> str:
     """The filter layout of a ``conv2d_int8`` module (one of ``FILTER_LAYOUTS``), from the W its block "conv" reads:
-    five axes "KCRS32"; three "KRS"; four, the last of 4 lanes, "KRS8C4"; else "KRSC"."""
+    five axes "KCRS32"; three "KRS"; four, indexed by the reduction's channel second, "KCRS"; else, the last of 4
+    lanes, "KRS8C4"; else "KRSC"."""
     sch = tvm.s_tir.Schedule(mod)
-    w = next(region.source for region in sch.get(sch.get_sblock("conv")).reads if region.source.name == "W")
+    block = sch.get(sch.get_sblock("conv"))
+    w = next(region for region in block.reads if region.source.name == "W")
     by_rank = {5: "KCRS32", 3: "KRS"}
-    return by_rank.get(len(w.shape)) or ("KRS8C4" if int(w.shape[-1]) == NARROW_LANES else "KRSC")
+    if len(w.source.shape) in by_rank:
+        return by_rank[len(w.source.shape)]
+    if w.region[1].min.same_as(block.iter_vars[-1].var):   # W[k, rc, ry, rx]
+        return "KCRS"
+    return "KRS8C4" if int(w.source.shape[-1]) == NARROW_LANES else "KRSC"
 
 
 def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: np.ndarray | None = None, *,
@@ -153,21 +161,28 @@ def _module(n, c, h, w, k, r, s, geometry: ConvGeometry, relu, residual, filter_
     oh, ow = geometry.out_hw(h, w, r, s)
     cg, kg = channel_groups(c), k // LANES
     # the reduction's taps and lanes: "KRS8C4" (a plain layer only) reads S8 taps (the last of them past the window:
-    # Xp is widened for them) and 4 lanes of each pixel; the others all Cg*32 lanes
+    # Xp is widened for them) and 4 lanes of each pixel; a grouped layer its group's C / groups channels; the others
+    # all Cg*32 lanes
     depthwise = filter_layout == "KRS"   # one input channel per output channel: the reduction's lanes are 1
-    taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else (s, 1 if depthwise else cg * LANES)
+    cpg, kpg = c // geometry.groups, k // geometry.groups   # a grouped layer's channels a group (C and K: 32s)
+    taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else \
+        (s, 1 if depthwise else cpg if filter_layout == "KCRS" else cg * LANES)
     x_shape = (n, cg, h, w, LANES)
     xp_shape = (n, cg, h + top + bottom, max(w + left + right, (ow - 1) * sw + (taps - 1) * dw + 1), LANES)
     w_shape = {"KCRS32": (k, cg, r, s, LANES), "KRSC": (k, r, s, cg * LANES), "KRS8C4": (k, r, taps, lanes),
-               "KRS": (k, r, s)}[filter_layout]
+               "KCRS": (k, cpg, r, s), "KRS": (k, r, s)}[filter_layout]
     y_shape = (n, kg, oh, ow, LANES)
 
     def filt(wt, f, ry, rx, rc):  # the filter's value for output channel f, tap (ry, rx), input channel rc
         if depthwise:
             return wt[f, ry, rx]
+        if filter_layout == "KCRS":
+            return wt[f, rc, ry, rx]
         return wt[f, rc // LANES, ry, rx, rc % LANES] if filter_layout == "KCRS32" else wt[f, ry, rx, rc]
 
     def channel(f, rc):  # the input channel of output channel f's rc-th input channel
+        if filter_layout == "KCRS":
+            return f // kpg * cpg + rc
         return f + rc if depthwise else rc
 
     def finish(t, res):  # residual add, ReLU, saturation (t: the rounded int32 value)
@@ -220,27 +235,34 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     count 2 per multiply-add on the real channels, bytes the tensors as stored (Cg*32 and Kg*32 lanes). Any C and K
     >= 1: ``make_inputs`` zeroes the lanes past C and K (a scale of 1 past K), ``reference`` reads only the first C
     and K. Any dilation and any stride and padding per axis or side (``conv2d``'s forms and shape suffixes;
-    ``"KRS8C4"`` a plain layer only); one group, or a depthwise layer (groups = C = K, its filter ``"KRS"``); other
-    groups are refused in one line.
+    ``"KRS8C4"`` a plain layer only); one group, a depthwise layer (groups = C = K, its filter ``"KRS"``), or a
+    grouped one whose C and K are multiples of 32 (its filter ``"KCRS"``: a group's output channels in whole lane
+    groups read its input channels only); other groups are refused in one line.
     """
     geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
     depthwise = geometry.groups == c == k > 1
-    if geometry.groups != 1 and not depthwise:
-        raise ValueError(f"conv2d_int8 takes groups 1 or a depthwise layer (groups = C = K); this layer has groups "
-                         f"{geometry.groups} of {c} input and {k} output channels")
+    grouped = geometry.groups != 1 and not depthwise
+    if grouped and (c % LANES or k % LANES):
+        raise ValueError(f"conv2d_int8 takes a grouped layer whose input and output channels are multiples of "
+                         f"{LANES}, or a depthwise one (groups = C = K); this layer has groups {geometry.groups} of "
+                         f"{c} input and {k} output channels")
     if filter_layout not in FILTER_LAYOUTS:
         raise ValueError(f"filter_layout={filter_layout!r}: expected one of {', '.join(FILTER_LAYOUTS)}")
-    if depthwise and filter_layout == "KCRS32":   # the default: a depthwise layer's filter is its own
-        filter_layout = "KRS"
+    if filter_layout == "KCRS32":   # the default: a depthwise or grouped layer's filter is its own
+        filter_layout = "KRS" if depthwise else "KCRS" if grouped else filter_layout
     if (filter_layout == "KRS") != depthwise:
         raise ValueError(f"filter_layout={filter_layout!r}: 'KRS' is the filter of a depthwise layer (groups = C = K) "
                          f"and the only one it takes")
+    if (filter_layout == "KCRS") != grouped:
+        raise ValueError(f"filter_layout={filter_layout!r}: 'KCRS' is the filter of a grouped layer "
+                         f"(1 < groups < C) and the only one it takes")
     if filter_layout == "KRS8C4":
         geometry.require_plain("conv2d_int8 with filter_layout='KRS8C4'")
     if filter_layout == "KRS8C4" and c > NARROW_LANES:
         raise ValueError(f"filter_layout='KRS8C4' holds at most {NARROW_LANES} input channels, got c={c}")
     pack, unpack = {"KCRS32": (kcrs_to_kc32rs32, kc32rs32_to_kcrs), "KRSC": (kcrs_to_krsc, krsc_to_kcrs),
                     "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s)),
+                    "KCRS": (np.ascontiguousarray, lambda wt, channels: wt),
                     "KRS": (lambda wt: np.ascontiguousarray(wt[:, 0]), lambda wt, channels: wt[:, None])}[filter_layout]
     check_positive(n=n)
     oh, ow = geometry.out_hw(h, w, r, s)
@@ -276,7 +298,7 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
         dtype="int8", mod=_module(n, c, h, w, kp, r, s, geometry, relu, residual, filter_layout),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
-        bytes=n * stored * h * w + kp * (r * s if depthwise else stored * r * s) + kp * 8
+        bytes=n * stored * h * w + kp * (cpg if depthwise or grouped else stored) * r * s + kp * 8
         + n * kp * oh * ow * (2 if residual else 1),
         tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32", extra=geometry.extra(),
     )

@@ -1,5 +1,8 @@
 """Depthwise convolution (groups = C, K = m * C) as the memory-bound stencil it is: SIMT, NCHW or NHWC, fp32 or fp16,
-and int8 NC/32HW32 (``conv2d_int8(..., groups=C)``: K = C, channels-last within each group of 32, as NHWC).
+and int8 NC/32HW32 (``conv2d_int8(..., groups=C)``: K = C, channels-last within each group of 32, as NHWC); and int8
+grouped layers with a few channels a group (``conv2d_int8(..., groups=G)``, ResNeXt's 4-32): the same stencil, each
+output channel's sum over its group's input channels too, the window holding the input channels of the block's
+output channels.
 
 A depthwise layer does R * S multiply-adds per output and reads each input value R * S times, so it is bound by
 memory, not arithmetic: its floor is the workload's ``bytes`` (input, filter and output once each) over the HBM
@@ -10,7 +13,8 @@ read (the tile's rows and columns widened by the halo, ``(t - 1) * stride + (win
 predicate on that copy (the padded input never exists; any padding per side, stride and dilation per axis, since
 TVM derives the window from the block's index expressions). Then each thread accumulates ``thread_rows`` consecutive
 output rows of one column in registers (float32, also for float16 inputs), reading the window from shared memory and
-its channel's R * S filter taps from registers, and stores them (float16: rounded on the store; int8: int32
+its channel's R * S filter taps from registers (a grouped layer's: one input channel's taps at a time, that
+channel's loop outside the rows), and stores them (float16: rounded on the store; int8: int32
 accumulators, requantized on the store by the workload's epilogue).
 
 Threads run along the contiguous axis: output columns in NCHW (a warp reads one window row and stores one output row),
@@ -26,6 +30,7 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import loop_extent, require_divides, require_positive_int, require_threads
 from tirbench.schedules.common.tiling import has_block
 from tirbench.schedules.conv.direct import conv_block
+from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 #: Static shared memory a block may use without opting in (bytes): the input window must fit.
 SHARED_LIMIT = 48 * 1024
@@ -33,15 +38,15 @@ SHARED_LIMIT = 48 * 1024
 
 def depthwise_layout(sch: s_tir.Schedule) -> str:
     """"NCHW", "NHWC" or "NCHW32" (``conv2d_int8``'s): the layout of a depthwise ``"conv"`` block (one input channel
-    per group); a one-line ValueError for anything else."""
+    per group; int8 NC/32HW32 also a grouped one, its filter ``"KCRS"``); a one-line ValueError for anything else."""
     for layout in ("NCHW", "NHWC", "NCHW32"):
         try:
             _, ext = conv_block(sch, layout)
         except ValueError:
             continue
-        if ext["c"] != 1:
-            raise ValueError(f"the depthwise schedule takes one input channel per group (groups = C); this layer "
-                             f"has {ext['c']}")
+        if ext["c"] != 1 and not (layout == "NCHW32" and filter_layout_of(sch.mod) == "KCRS"):
+            raise ValueError(f"the depthwise schedule takes one input channel per group (groups = C), or an int8 "
+                             f"grouped layer; this layer has {ext['c']}")
         return layout
     raise ValueError("the depthwise schedule needs an NCHW or NHWC convolution, conv2d(..., groups=c), or an int8 "
                      "one, conv2d_int8(..., groups=c)")
@@ -70,7 +75,8 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     by, ty, vy = sch.split(y, factors=[None, th // thread_rows, thread_rows])
     bx, tx = sch.split(x, factors=[None, tw])
     lanes = (tk, ty, tx) if layout == "NCHW" else (ty, tx, tk)   # the contiguous axis innermost
-    sch.reorder(n, bk, by, bx, *lanes, vy, rc, ry, rx)
+    grouped = ext["c"] > 1   # int8 grouped: a group's channels outermost, so a thread holds one channel's taps at a time
+    sch.reorder(n, bk, by, bx, *lanes, *((rc, vy) if grouped else (vy, rc)), ry, rx)
     thread = sch.fuse(*lanes)
     sch.bind(thread, "threadIdx.x")
     window = sch.cache_read(blk, 0, "shared")
@@ -83,14 +89,14 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
         if has_block(sch, last):
             sch.reverse_compute_inline(sch.get_sblock(last))
     taps = sch.cache_read(blk, 1, "local")
-    sch.compute_at(taps, thread)
+    sch.compute_at(taps, rc if grouped else thread)
     fetch, lane = sch.split(sch.fuse(*sch.get_loops(window)[1:]), factors=[None, threads])
     sch.bind(lane, "threadIdx.x")
     sch.unroll(fetch)
     sch.compute_inline(sch.get_sblock("pad"))
     for loop in (vy, ry, rx):
         sch.unroll(loop)
-    sch.decompose_reduction(blk, vy)
+    sch.decompose_reduction(blk, rc if grouped else vy)
     return sch
 
 

@@ -324,6 +324,13 @@ INT8_DEPTHWISE = KernelRecord(
         {"tile": (2, 8), "channels": 64, "thread_rows": 2},
         {"tile": (8, 8), "channels": 32, "thread_rows": 8},
     ), needs=())
+#: int8 grouped layers (``conv2d_int8(..., groups=G)``, 1 < G < C, C and K multiples of 32, filter (K, C/G, R, S)):
+#: the same stencil, each output channel summing its group's C/G input channels from the window (a block's 32 or 64
+#: output channels read 32 or 64 input channels where a group has as many of each, as ResNeXt's), int32 accumulators
+#: requantized on the store. No tensor cores: a group's sum is too short (ResNeXt: 4 to 32 channels x 9 taps).
+INT8_GROUPED = KernelRecord(
+    "int8_grouped", conv2d_depthwise, {"tile": (4, 8), "channels": 32, "thread_rows": 4},
+    takes_groups("epilogue", ("int8",), ("NCHW32",), "below C"), candidates=INT8_DEPTHWISE.candidates, needs=())
 
 #: Winograd F(m x m, 3x3) fp32 (``conv2d_winograd``, NCHW or NHWC; m = 2 or 4 is the workload's, since the module
 #: differs): input transform, the batched GEMM through the v5 nest, output transform. The sweep: the GEMM ladder's

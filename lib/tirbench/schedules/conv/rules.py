@@ -15,7 +15,8 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   ``depthwise_score`` (real outputs, wave fill, halo).
 - Grouped float32 NCHW and float16 NHWC layers (1 < groups < C): the implicit GEMM batched over the groups
   (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``), tiles ranked by how one group's GEMM, the groups side by side,
-  fills the SMs.
+  fills the SMs. Grouped int8 layers (C and K multiples of 32): the depthwise stencil, each output channel's sum
+  over its group's channels too (``INT8_GROUPED``), ranked as the depthwise tilings.
 - A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them, and the
   tensor-core implicit GEMMs on the layer's own blocks (``NHWC_WGMMA``, ``NHWC_MMA``, ``NHWC_WMMA``, ``INT8_WGMMA``,
   ``INT8_MMA``, ``SM75_INT8_WMMA``); split-K, HWCN and the TMA kernels do not. A layer no family takes is refused
@@ -50,7 +51,8 @@ from tvm import s_tir
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_DEPTHWISE, INT8_MMA,
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_DEPTHWISE, INT8_GROUPED,
+                                             INT8_MMA,
                                              INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM,
                                              NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_GROUPED_GEMM, NHWC_MMA,
                                              NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN, SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM,
@@ -65,8 +67,8 @@ from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 #: The depthwise family of each layout.
 DEPTHWISE_BY_LAYOUT = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC, "NCHW32": INT8_DEPTHWISE}
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
-ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM,
-            NHWC_GROUPED_GEMM, HWCN_HOPPER, NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING,
+ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_GROUPED, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM,
+            NHWC_GEMM, NHWC_GROUPED_GEMM, HWCN_HOPPER, NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING,
             INT8_WGMMA, INT8_MMA, INT8_TMA_WS, *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
@@ -123,7 +125,7 @@ def depthwise_score(wl: Workload, cand: Mapping[str, Any]) -> float:
     useful = oh * ow * z["k"] / (per[0] * th * per[1] * tw * per[2] * ch)
     rows, cols = ((t - 1) * st + d * (w - 1) + 1 for t, st, d, w in
                   ((th, g.stride[0], g.dilation[0], z["r"]), (tw, g.stride[1], g.dilation[1], z["s"])))
-    halo = rows * cols * -(-ch // (z["k"] // z["c"])) / (th * tw * ch)
+    halo = rows * cols * -(-ch * z["c"] // z["k"]) / (th * tw * ch)   # the input channels ch output channels read
     threads = th // cand["thread_rows"] * tw * ch
     waves = z["n"] * math.prod(per) / (SMS * max(1, min(16, 2048 // threads)))
     return useful * (waves / math.ceil(waves) if waves >= 1 else waves) / halo
@@ -247,7 +249,9 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     ``keep`` best candidates for it (see the module docstring); a one-line ValueError for a workload no family
     takes. ``keep=0`` schedules no candidate (``refused_here``: only whether a family builds here)."""
     if wl.name == "conv2d" and any(f.accepts(wl) is None for f in DEPTHWISE_BY_LAYOUT.values()):
-        return _depthwise_records(wl, keep)
+        return _depthwise_records(wl, keep, DEPTHWISE_BY_LAYOUT[wl.layout])
+    if wl.name == "conv2d" and INT8_GROUPED.accepts(wl) is None:
+        return _depthwise_records(wl, keep, INT8_GROUPED)
     if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None:
         v = gemm_view(wl)   # NCHW: one group's GEMM has its output channels as rows, the pixels as columns
         return _grouped_records(wl, keep, GemmView(v.n, v.m, v.k), (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))
@@ -300,14 +304,14 @@ def no_family(wl: Workload) -> str | None:
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
             f"(float32 or float16, NCHW or NHWC; int8), grouped ones (float32 NCHW or float16 NHWC, two output "
-            f"channels a group or more) and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 "
+            f"channels a group or more; int8 with C and K multiples of 32) and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 "
             f"NHWC, int8)")
 
 
-def _depthwise_records(wl: Workload, keep: int) -> list[KernelRecord]:
-    """The depthwise family of ``wl``'s layout with its ``keep`` best candidates by ``depthwise_score`` that
-    schedule the layer (a window over 48 KB is refused)."""
-    family, = built_here(wl, (DEPTHWISE_BY_LAYOUT[wl.layout],))
+def _depthwise_records(wl: Workload, keep: int, stencil: KernelRecord) -> list[KernelRecord]:
+    """The stencil family ``stencil`` (depthwise, or int8 grouped) with its ``keep`` best candidates by
+    ``depthwise_score`` that schedule the layer (a window over 48 KB is refused)."""
+    family, = built_here(wl, (stencil,))
     taken = []
     for cand in sorted(family.candidates, key=lambda c: -depthwise_score(wl, c)):
         if len(taken) < keep and refusal(lambda: family.apply(wl, cand)) is None:
