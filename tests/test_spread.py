@@ -104,7 +104,8 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     assert row["host_cores"] == os.cpu_count() and row["start_s"] > 0
     log_dir = next((tmp_path / "build" / "spread").iterdir())
     assert sorted(p.name for p in log_dir.glob("prepare-*.log")) == ["prepare-gpu-0.log", "prepare-gpu-1.log"]
-    assert all("ready in" in p.read_text() for p in log_dir.glob("prepare-*.log"))
+    assert all("ready in" in p.read_text() and "the builder's workers started" in p.read_text()
+               for p in log_dir.glob("prepare-*.log"))
     first = (log_dir / "task-00.log").read_text()   # the worker's tuning process was ready before its first task
     assert "of this process's last run" in first and "ready in" not in first
     assert row["new_trials"] >= 6 and row["trials_per_min"] > 0

@@ -92,8 +92,13 @@ class PersistentBuilder(ms.builder.PyBuilder):
         workers = max_workers or cpu_count(logical=True)
         self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout_sec, initializer=initializer,
                                       maximum_process_uses=MAX_BUILDS_PER_WORKER)
-        for _ in range(workers):   # each starts its process now, in the background (see the module docstring)
-            self.pool.submit(_started)
+        # each starts its process now, in the background (see the module docstring)
+        self.starting = [self.pool.submit(_started) for _ in range(workers)]
+
+    def wait_started(self) -> None:
+        """Return once every worker process has started (imported what a build needs, run the initializer)."""
+        for future in self.starting:
+            future.result()
 
     def build(self, build_inputs: list[ms.builder.BuilderInput]) -> list[ms.builder.BuilderResult]:
         results = []

@@ -36,7 +36,7 @@ from tirbench.bench.results import new_run_id
 from tirbench.core.machine import cpu_target, require_cuda_gpu
 from tirbench.core.paths import project_root
 from tirbench.tuning import throughput
-from tirbench.tuning.builders import make_builder
+from tirbench.tuning.builders import PersistentBuilder, make_builder
 from tirbench.tuning.history import trials_done, tuning_history
 from tirbench.tuning.rpc import tracker
 from tirbench.tuning.runners import make_local_runner, make_rpc_runner
@@ -250,6 +250,10 @@ def main(argv: list[str] | None = None, tools: Tools | None = None, *, prepare: 
             print(f"[tuning] the builder and runner of this process's last run, on {run.gpu}", flush=True)
         if prepare and run.builder is None:
             make_tools(run, workloads[0])
+        if prepare and isinstance(run.builder, PersistentBuilder):   # its workers ready too, not in the first task
+            t0 = time.monotonic()
+            run.builder.wait_started()
+            print(f"[tuning] the builder's workers started {time.monotonic() - t0:.1f} s later", flush=True)
         for wl in () if prepare else workloads:
             tune_workload(run, wl, a.trials, a.chunk, a.population)
     except (ValueError, RuntimeError) as err:  # bad input, no GPU, no tracker or server: one line, exit status 2
