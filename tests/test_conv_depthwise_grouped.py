@@ -21,10 +21,10 @@ from tirbench.core.machine import cpu_target, target_for
 from tirbench.core.serial import without_threads
 from tirbench.report import overview
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_GROUPED, INT8_MMA,
-                                             INT8_TMA_WS, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM,
-                                             NHWC_GROUPED_GEMM, NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA,
-                                             SM75_INT8_WMMA)
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, GROUPED_NCHW_STENCIL,
+                                             GROUPED_NHWC_STENCIL, INT8_DEPTHWISE, INT8_GROUPED, INT8_MMA, INT8_TMA_WS,
+                                             INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_GEMM,
+                                             NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
 from tirbench.schedules.conv.rules import int8_forms, rule_records
 from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
@@ -124,6 +124,27 @@ GROUPED_CASES = {"g32": (1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 32), "g4_1x3": (2, 8, 9
 GEMM_SMALL = {"block_tile": (32, 64), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16}
 
 
+GROUPED_STENCILS = {"NCHW": GROUPED_NCHW_STENCIL, "NHWC": GROUPED_NHWC_STENCIL}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", GROUPED_CASES)
+@pytest.mark.parametrize("layout", GROUPED_STENCILS)
+def test_the_grouped_stencil_matches_the_reference_on_llvm(layout, case, dtype):
+    """Each output channel sums its group's channels from the window: a group a block (NCHW), two (NHWC), every
+    geometry, tiles that divide no output; a block of part of a group is refused in one line (TVM bounds its window
+    loosely)."""
+    n, c, h, w, k, r, s, stride, pad, dilation, groups = GROUPED_CASES[case]
+    wl = conv2d(n, c, h, w, k, r, s, stride, pad, dilation=dilation, groups=groups, layout=layout, dtype=dtype)
+    per_group = k // groups
+    check_on_llvm(wl, GROUPED_STENCILS[layout].apply(wl, {**SMALL_TILES[layout],
+                                                          "channels": per_group * (2 if layout == "NHWC" else 1)}))
+    if per_group == 3:
+        assert "channels=2: a block of a grouped layer takes one output channel or whole groups (a multiple of " \
+            "its 3 output channels a group)" in refusal(
+            lambda: GROUPED_STENCILS[layout].apply(wl, {**SMALL_TILES[layout], "channels": 2}))
+
+
 @pytest.mark.parametrize("case", GROUPED_CASES)
 def test_grouped_gemm_matches_the_reference_on_llvm(case):
     n, c, h, w, k, r, s, stride, pad, dilation, groups = GROUPED_CASES[case]
@@ -150,10 +171,12 @@ def test_fp16_nhwc_grouped_gemm_matches_the_reference_on_llvm(case):
 
 def test_the_rules_fp16_grouped_candidates_match_the_reference_on_llvm():
     wl = conv2d(2, 128, 7, 7, 128, groups=8, layout="NHWC", dtype="float16")   # 16 channels a group
-    (record,) = rule_records(wl, keep=2)
-    assert record.name == NHWC_GROUPED_GEMM.name and len(record.candidates) == 2
-    for cand in record.candidates:
-        check_on_llvm(wl, record.apply(wl, cand))
+    records = rule_records(wl, keep=2)
+    assert [(r.name, len(r.candidates)) for r in records] == [(NHWC_GROUPED_GEMM.name, 2),
+                                                               (GROUPED_NHWC_STENCIL.name, 2)]
+    for record in records:
+        for cand in record.candidates:
+            check_on_llvm(wl, record.apply(wl, cand))
 
 
 @pytest.mark.parametrize("layout, record", [("NCHW", NCHW_GEMM), ("NHWC", NHWC_GEMM)])
@@ -239,12 +262,16 @@ NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
         NCHW_GROUPED_GEMM.name: conv2d(1, 256, 28, 28, 256, groups=32),
         NHWC_GROUPED_GEMM.name: conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
         INT8_DEPTHWISE.name: conv2d_int8(32, 144, 56, 56, 144, 3, 3, 2, 1, groups=144),
-        INT8_GROUPED.name: conv2d_int8(32, 128, 56, 56, 128, groups=32)}
+        INT8_GROUPED.name: conv2d_int8(32, 128, 56, 56, 128, groups=32),
+        GROUPED_NCHW_STENCIL.name: conv2d(1, 256, 28, 28, 256, groups=32),
+        GROUPED_NHWC_STENCIL.name: conv2d(32, 1024, 7, 7, 1024, groups=32, layout="NHWC", dtype="float16")}
 RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, NHWC_GROUPED_GEMM, INT8_DEPTHWISE,
-                               INT8_GROUPED)}
+                               INT8_GROUPED, GROUPED_NCHW_STENCIL, GROUPED_NHWC_STENCIL)}
 #: The grouped GEMMs' candidates nvcc builds here: NCHW's first two (its nest is test_conv_simt_gemm's), NHWC's first
-#: and last (8 columns of 64 rows, 32 of 128).
-NVCC_CANDIDATES = {NCHW_GROUPED_GEMM.name: (0, 1), NHWC_GROUPED_GEMM.name: (0, len(NHWC_GROUPED_GEMM.candidates) - 1)}
+#: and last (8 columns of 64 rows, 32 of 128); the grouped stencils' that take the layer (one channel or whole groups
+#: a block).
+NVCC_CANDIDATES = {NCHW_GROUPED_GEMM.name: (0, 1), NHWC_GROUPED_GEMM.name: (0, len(NHWC_GROUPED_GEMM.candidates) - 1),
+                   GROUPED_NCHW_STENCIL.name: (0, 1, 2, 5), GROUPED_NHWC_STENCIL.name: (0, 1, 2, 3)}   # whole groups
 
 
 @functools.cache
@@ -284,9 +311,13 @@ def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     (conv2d(1, 32, 112, 112, 32, groups=32), ["depthwise_nchw"]),
     (conv2d(32, 192, 28, 28, 192, 3, 3, 2, 1, groups=192, layout="NHWC", dtype="float16"), ["depthwise_nhwc"]),
     (conv2d(1, 96, 56, 56, 96, 7, 7, 1, 3, groups=96, dtype="float16"), ["depthwise_nchw"]),
-    (conv2d(1, 128, 56, 56, 128, groups=32), ["nchw_grouped_gemm"]),
-    (conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"), ["nhwc_grouped_gemm"]),
-    (conv2d(32, 256, 56, 56, 256, 3, 3, 2, 1, groups=32, layout="NHWC", dtype="float16"), ["nhwc_grouped_gemm"]),
+    (conv2d(1, 128, 56, 56, 128, groups=32), ["nchw_grouped_gemm", "grouped_nchw_stencil"]),
+    (conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
+     ["nhwc_grouped_gemm", "grouped_nhwc_stencil"]),
+    (conv2d(32, 256, 56, 56, 256, 3, 3, 2, 1, groups=32, layout="NHWC", dtype="float16"),
+     ["nhwc_grouped_gemm", "grouped_nhwc_stencil"]),
+    (conv2d(1, 256, 28, 28, 256, groups=32, layout="NHWC"), ["grouped_nhwc_stencil"]),   # no fp32 NHWC grouped GEMM
+    (conv2d(1, 256, 28, 28, 256, groups=32, dtype="float16"), ["grouped_nchw_stencil"]),
     (conv2d(1, 512, 28, 28, 512, pad=2, dilation=2), ["nchw_gemm"]),
     (conv2d(1, 768, 17, 17, 192, 1, 7, 1, (0, 3), layout="NHWC"), ["nhwc_gemm"]),
     (conv2d(32, 768, 17, 17, 192, 7, 1, 1, (3, 0), layout="NHWC", dtype="float16"), ["nhwc_wgmma", "nhwc_mma"]),
@@ -301,7 +332,7 @@ def test_the_rules_offer_the_families_that_take_a_layer(wl, families):
 
 @pytest.mark.parametrize("wl, has", [
     (conv2d(1, 64, 14, 14, 32, groups=32, layout="NHWC", dtype="float16"), "groups 32"),   # 1 output channel a group
-    (conv2d(1, 64, 14, 14, 64, groups=32, layout="NHWC"), "groups 32"),   # fp32 NHWC grouped
+    (conv2d(1, 64, 14, 14, 64, groups=32, layout="HWCN"), "groups 32"),
     (conv2d(1, 64, 14, 14, 64, pad=2, dilation=2, layout="HWCN"), "dilation 2"),
     (conv2d(1, 64, 14, 14, 64, stride=(2, 1), layout="HWCN"), "stride 2x1 per axis"),
 ])

@@ -192,8 +192,8 @@ def test_rules_spaces_int8_and_winograd_refuse_in_one_line():
 @pytest.mark.parametrize("argv, message", [
     (["3", "3", "1", "1", "--groups", "3"], "groups=3 must divide c=8"),
     (["3", "3", "1", "1", "--dilation", "2y"], "argument --dilation: '2y' is not an integer or integers joined by 'x'"),
-    (["3", "3", "1", "1", "--groups", "2", "--layout", "NHWC"],
-     "no family takes conv2d 1x8x8x8x8x3x3x1x1_g2 (float32 NHWC): it has groups 2"),
+    (["3", "3", "1", "1", "--groups", "2", "--layout", "HWCN"],
+     "no family takes conv2d 1x8x8x8x8x3x3x1x1_g2 (float32 HWCN): it has groups 2"),
     (["1", "7", "2x1", "0x3", "--dilation", "2", "--layout", "HWCN"],
      "has dilation 2, stride 2x1 per axis, padding 0x3 per axis"),
     (["3", "3", "1", "1", "--dtype", "int8", "--groups", "2"], "conv2d_int8 takes a grouped layer whose input and "

@@ -42,7 +42,7 @@ def workload_for(record: KernelRecord):
                conv2d(32, 256, 56, 56, 256, groups=256), conv2d(32, 256, 56, 56, 256, groups=256, layout="NHWC"),
                conv2d(32, 256, 28, 28, 256, groups=32),
                conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
-               conv2d_int8(32, 256, 56, 56, 256, groups=256)]
+               conv2d_int8(32, 256, 56, 56, 256, groups=256), conv2d_int8(32, 256, 28, 28, 256, groups=32)]
     return next(wl for wl in options if record.accepts(wl) is None)
 
 

@@ -1,8 +1,8 @@
 """Depthwise convolution (groups = C, K = m * C) as the memory-bound stencil it is: SIMT, NCHW or NHWC, fp32 or fp16,
-and int8 NC/32HW32 (``conv2d_int8(..., groups=C)``: K = C, channels-last within each group of 32, as NHWC); and int8
-grouped layers with a few channels a group (``conv2d_int8(..., groups=G)``, ResNeXt's 4-32): the same stencil, each
-output channel's sum over its group's input channels too, the window holding the input channels of the block's
-output channels.
+and int8 NC/32HW32 (``conv2d_int8(..., groups=C)``: K = C, channels-last within each group of 32, as NHWC); and
+grouped layers with a few channels a group (ResNeXt's 4-32, in every one of those layouts and dtypes): the same
+stencil, each output channel's sum over its group's input channels too, the window holding the input channels of the
+block's output channels.
 
 A depthwise layer does R * S multiply-adds per output and reads each input value R * S times, so it is bound by
 memory, not arithmetic: its floor is the workload's ``bytes`` (input, filter and output once each) over the HBM
@@ -30,23 +30,19 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import loop_extent, require_divides, require_positive_int, require_threads
 from tirbench.schedules.common.tiling import has_block
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 #: Static shared memory a block may use without opting in (bytes): the input window must fit.
 SHARED_LIMIT = 48 * 1024
 
 
 def depthwise_layout(sch: s_tir.Schedule) -> str:
-    """"NCHW", "NHWC" or "NCHW32" (``conv2d_int8``'s): the layout of a depthwise ``"conv"`` block (one input channel
-    per group; int8 NC/32HW32 also a grouped one, its filter ``"KCRS"``); a one-line ValueError for anything else."""
+    """"NCHW", "NHWC" or "NCHW32" (``conv2d_int8``'s): the layout of a ``"conv"`` block; a one-line ValueError for
+    anything else. (The families decide which layers come here: depthwise and grouped ones, ``conv.records``.)"""
     for layout in ("NCHW", "NHWC", "NCHW32"):
         try:
-            _, ext = conv_block(sch, layout)
+            conv_block(sch, layout)
         except ValueError:
             continue
-        if ext["c"] != 1 and not (layout == "NCHW32" and filter_layout_of(sch.mod) == "KCRS"):
-            raise ValueError(f"the depthwise schedule takes one input channel per group (groups = C), or an int8 "
-                             f"grouped layer; this layer has {ext['c']}")
         return layout
     raise ValueError("the depthwise schedule needs an NCHW or NHWC convolution, conv2d(..., groups=c), or an int8 "
                      "one, conv2d_int8(..., groups=c)")
@@ -65,6 +61,9 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     require_divides(th, thread_rows, param="thread_rows", axis="tile[0]")
     if layout == "NCHW32" and channels % 32:
         raise ValueError(f"channels={channels}: an int8 NC/32HW32 block takes whole groups of 32 channels (32, 64...)")
+    if ext["c"] > 1 and channels > 1 and channels % (per_group := _outputs_a_group(sch, layout, ext)):
+        raise ValueError(f"channels={channels}: a block of a grouped layer takes one output channel or whole groups "
+                         f"(a multiple of its {per_group} output channels a group)")
     threads = th // thread_rows * tw * channels
     require_threads(threads, param="tile[0]/thread_rows*tile[1]*channels")
     if layout == "NCHW":
@@ -75,7 +74,7 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     by, ty, vy = sch.split(y, factors=[None, th // thread_rows, thread_rows])
     bx, tx = sch.split(x, factors=[None, tw])
     lanes = (tk, ty, tx) if layout == "NCHW" else (ty, tx, tk)   # the contiguous axis innermost
-    grouped = ext["c"] > 1   # int8 grouped: a group's channels outermost, so a thread holds one channel's taps at a time
+    grouped = ext["c"] > 1   # a group's channels outermost, so a thread holds one channel's taps at a time
     sch.reorder(n, bk, by, bx, *lanes, *((rc, vy) if grouped else (vy, rc)), ry, rx)
     thread = sch.fuse(*lanes)
     sch.bind(thread, "threadIdx.x")
@@ -98,6 +97,14 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
         sch.unroll(loop)
     sch.decompose_reduction(blk, rc if grouped else vy)
     return sch
+
+
+def _outputs_a_group(sch: s_tir.Schedule, layout: str, ext: dict[str, int]) -> int:
+    """A grouped layer's output channels a group: K x (C / groups) / C, C read from the padded input's shape."""
+    xp = next(region.source for region in sch.get(sch.get_sblock("conv")).reads if region.source.name == "Xp")
+    shape = [int(d) for d in xp.shape]
+    channels = shape[3] if layout == "NHWC" else shape[1] * (shape[4] if layout == "NCHW32" else 1)
+    return ext["k"] * ext["c"] // channels
 
 
 def _require_window(sch: s_tir.Schedule, window: s_tir.SBlockRV) -> None:

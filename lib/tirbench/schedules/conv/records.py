@@ -180,6 +180,18 @@ DEPTHWISE_NHWC = KernelRecord(
         {"tile": (8, 8), "channels": 16, "thread_rows": 4},
     ), needs=())
 DEPTHWISE: tuple[KernelRecord, ...] = (DEPTHWISE_NCHW, DEPTHWISE_NHWC)
+#: Grouped layers (1 < groups < C) on the same stencil, each output channel summing its group's C / groups input
+#: channels from the window, one channel's taps in registers at a time: beside the batched implicit GEMMs (float32
+#: NCHW, float16 NHWC), where a group's GEMM is small (ResNeXt: 4 to 32 channels a group, K = 36 to 288), and alone
+#: where no GEMM family takes the layer (float32 NHWC, float16 NCHW). The depthwise tilings of each layout.
+GROUPED_NCHW_STENCIL = KernelRecord(
+    "grouped_nchw_stencil", conv2d_depthwise, DEPTHWISE_DEFAULTS,
+    takes_groups("conv", ("float32", "float16"), ("NCHW",), "below C"), candidates=DEPTHWISE_NCHW.candidates,
+    needs=())
+GROUPED_NHWC_STENCIL = KernelRecord(
+    "grouped_nhwc_stencil", conv2d_depthwise, DEPTHWISE_NHWC.defaults,
+    takes_groups("conv", ("float32", "float16"), ("NHWC",), "below C"), candidates=DEPTHWISE_NHWC.candidates,
+    needs=())
 
 FP16_NHWC = takes_plain("conv", ("float16",), ("NHWC",))
 #: The implicit GEMMs built on the workload's own blocks (``implicit_gemm.conv2d_as_gemm``: the window's stride,

@@ -13,10 +13,11 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
 - Depthwise layers (groups = C, any channel multiplier), float32 or float16, NCHW or NHWC, and int8 (K = C): the
   shared-memory stencil (``DEPTHWISE_NCHW``, ``DEPTHWISE_NHWC``, ``INT8_DEPTHWISE``), tilings ranked by
   ``depthwise_score`` (real outputs, wave fill, halo).
-- Grouped float32 NCHW and float16 NHWC layers (1 < groups < C): the implicit GEMM batched over the groups
+- Grouped layers (1 < groups < C): the depthwise stencil, each output channel's sum over its group's channels too
+  (``GROUPED_NCHW_STENCIL``, ``GROUPED_NHWC_STENCIL``, int8 ``INT8_GROUPED`` where C and K are multiples of 32),
+  ranked as the depthwise tilings; float32 NCHW and float16 NHWC ones also the implicit GEMM batched over the groups
   (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``), tiles ranked by how one group's GEMM, the groups side by side,
-  fills the SMs. Grouped int8 layers (C and K multiples of 32): the depthwise stencil, each output channel's sum
-  over its group's channels too (``INT8_GROUPED``), ranked as the depthwise tilings.
+  fills the SMs.
 - A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them, and the
   tensor-core implicit GEMMs on the layer's own blocks (``NHWC_WGMMA``, ``NHWC_MMA``, ``NHWC_WMMA``, ``INT8_WGMMA``,
   ``INT8_MMA``, ``SM75_INT8_WMMA``); split-K, HWCN and the TMA kernels do not. A layer no family takes is refused
@@ -51,7 +52,8 @@ from tvm import s_tir
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
-from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, HWCN_HOPPER, INT8_DEPTHWISE, INT8_GROUPED,
+from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, GROUPED_NCHW_STENCIL,
+                                             GROUPED_NHWC_STENCIL, HWCN_HOPPER, INT8_DEPTHWISE, INT8_GROUPED,
                                              INT8_MMA,
                                              INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM,
                                              NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_GROUPED_GEMM, NHWC_MMA,
@@ -66,10 +68,13 @@ from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
 #: The depthwise family of each layout.
 DEPTHWISE_BY_LAYOUT = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC, "NCHW32": INT8_DEPTHWISE}
+#: The grouped layers' stencil family of each layout.
+GROUPED_STENCIL_BY_LAYOUT = {"NCHW": GROUPED_NCHW_STENCIL, "NHWC": GROUPED_NHWC_STENCIL, "NCHW32": INT8_GROUPED}
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
-ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, INT8_GROUPED, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM,
-            NHWC_GEMM, NHWC_GROUPED_GEMM, HWCN_HOPPER, NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING,
-            INT8_WGMMA, INT8_MMA, INT8_TMA_WS, *INT8_TURING)
+ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, GROUPED_NCHW_STENCIL, GROUPED_NHWC_STENCIL, INT8_GROUPED,
+            NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_GEMM, HWCN_HOPPER, NHWC_WGMMA,
+            NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
+            *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
 SMS = current_gpu().sm_count
@@ -250,13 +255,17 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     takes. ``keep=0`` schedules no candidate (``refused_here``: only whether a family builds here)."""
     if wl.name == "conv2d" and any(f.accepts(wl) is None for f in DEPTHWISE_BY_LAYOUT.values()):
         return _depthwise_records(wl, keep, DEPTHWISE_BY_LAYOUT[wl.layout])
-    if wl.name == "conv2d" and INT8_GROUPED.accepts(wl) is None:
-        return _depthwise_records(wl, keep, INT8_GROUPED)
-    if wl.name == "conv2d" and NCHW_GROUPED_GEMM.accepts(wl) is None:
-        v = gemm_view(wl)   # NCHW: one group's GEMM has its output channels as rows, the pixels as columns
-        return _grouped_records(wl, keep, GemmView(v.n, v.m, v.k), (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))
-    if wl.name == "conv2d" and NHWC_GROUPED_GEMM.accepts(wl) is None:   # NHWC: rows the pixels, as ``gemm_view``
-        return _grouped_records(wl, keep, gemm_view(wl), (NHWC_GROUPED_GEMM,), (SM75_NHWC_GROUPED_GEMM,))
+    stencil = GROUPED_STENCIL_BY_LAYOUT.get(wl.layout or "")
+    if wl.name == "conv2d" and stencil is not None and stencil.accepts(wl) is None:
+        gemms = []
+        if NCHW_GROUPED_GEMM.accepts(wl) is None:
+            v = gemm_view(wl)   # NCHW: one group's GEMM has its output channels as rows, the pixels as columns
+            gemms = _grouped_records(wl, keep, GemmView(v.n, v.m, v.k), (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))
+        elif NHWC_GROUPED_GEMM.accepts(wl) is None:   # NHWC: rows the pixels, as ``gemm_view``
+            gemms = _grouped_records(wl, keep, gemm_view(wl), (NHWC_GROUPED_GEMM,), (SM75_NHWC_GROUPED_GEMM,))
+        if not gemms:
+            return _depthwise_records(wl, keep, stencil)
+        return gemms + [r for r in _depthwise_records(wl, keep, stencil, required=False) if r.candidates or not keep]
     if wl.name == "conv2d" and (reason := no_family(wl)) is not None:
         raise ValueError(f"conv rules: no family takes conv2d {wl.shape} ({wl.dtype} {wl.layout}): {reason}")
     if wl.name == "conv2d" and wl.dtype == "float32" and wl.layout == "NCHW":
@@ -303,20 +312,22 @@ def no_family(wl: Workload) -> str | None:
     if not wl.extra or any(f.accepts(wl) is None for f in ALL_CONV):
         return None
     return (f"it has {geometry_of(wl).beyond_plain()}; beyond plain layers the families take depthwise layers "
-            f"(float32 or float16, NCHW or NHWC; int8), grouped ones (float32 NCHW or float16 NHWC, two output "
-            f"channels a group or more; int8 with C and K multiples of 32) and a dilation or a stride or padding per axis (float32 NCHW or NHWC, float16 "
-            f"NHWC, int8)")
+            f"(float32 or float16, NCHW or NHWC; int8), grouped ones (float32 or float16, NCHW or NHWC, two output "
+            f"channels a group or more; int8 with C and K multiples of 32) and a dilation or a stride or padding per "
+            f"axis (float32 NCHW or NHWC, float16 NHWC, int8)")
 
 
-def _depthwise_records(wl: Workload, keep: int, stencil: KernelRecord) -> list[KernelRecord]:
-    """The stencil family ``stencil`` (depthwise, or int8 grouped) with its ``keep`` best candidates by
-    ``depthwise_score`` that schedule the layer (a window over 48 KB is refused)."""
+def _depthwise_records(wl: Workload, keep: int, stencil: KernelRecord, *,
+                       required: bool = True) -> list[KernelRecord]:
+    """The stencil family ``stencil`` (depthwise or grouped) with its ``keep`` best candidates by
+    ``depthwise_score`` that schedule the layer (a window over 48 KB is refused: one line where none fits and the
+    family is ``required``, else none)."""
     family, = built_here(wl, (stencil,))
     taken = []
     for cand in sorted(family.candidates, key=lambda c: -depthwise_score(wl, c)):
         if len(taken) < keep and refusal(lambda: family.apply(wl, cand)) is None:
             taken.append(cand)
-    if not taken and keep:
+    if not taken and keep and required:
         raise ValueError(f"no {family.name} candidate takes conv2d {wl.shape}: {refusal(lambda: family.apply(wl))}")
     return [family.with_candidates(taken)]
 
