@@ -1,21 +1,23 @@
 """``compile_model``: a Relax module compiled for the GPU with the suite's conv rules ahead of TVM's default pipeline.
 
-The passes before ``tvm.compile`` (``passes``, a list as ``relax.get_pipeline`` keeps one): ``FoldBatchnormToConv2D``
-and ``FoldConstant`` where the module has batch norms; with ``fp16`` (after that ``FoldConstant``, or one of its own:
-the folded batch norms' scales must be constants first) ``ClipToMinMax`` (MobileNetV2's ReLU6) and
-``ToMixedPrecision``, which makes every conv (and matmul) read float16, casting the model's input and output (float32 in the exported model: 0.27's torch importer writes every conv as
+The passes before ``tvm.compile`` (``passes``, a list as ``relax.get_pipeline`` keeps one):
+``FoldBatchnormToConv2D`` and ``FoldConstant`` where the module has batch norms; with ``fp16`` (after that
+``FoldConstant``, or one of its own: the folded batch norms' scales must be constants first) ``ClipToMinMax``
+(MobileNetV2's ReLU6) and ``ToMixedPrecision``, which makes every conv (and matmul) read float16, casting the
+model's input and output (float32 in the exported model: 0.27's torch importer writes every conv as
 ``out_dtype="float32"``, so the model is exported in float32 and converted here). With the rules each conv also
-writes float16 (``out_dtype="float16"``: the tensor-core families' kernels sum in float32 and store float16); without
-them, as TVM's default pipeline and MetaSchedule take the model, each conv sums and writes float32 and a cast follows
-(``out_dtype="float32"``: legalized with a float16 output, a conv sums in float16, which misses the float16 tolerance
-on ResNet-50). With ``nhwc``, ``ConvertLayout`` of
-every conv to ``NHWC_LAYOUT`` (the NHWC families' layouts: the model runs NHWC between its layers, transposed at its
-ends and around the ops ConvertLayout does not know) and ``FoldConstant`` (the weights' and biases' transposes); then
-the rules' dispatch (``dispatch.DispatchConvRules``) and ``FoldConstant`` (the weight transposes it adds, where the
-weights are bound constants). ``tvm.compile`` then runs TVM's default GPU pipeline: LegalizeOps (the convs left to it
-become ``conv2d`` PrimFuncs), FuseOps, FuseTIR and DLight's default schedules for everything not marked
-``tirx.is_scheduled``; every PrimFunc is lowered by the suite's TIR pipeline (``core.lowering.PIPELINE``: TVM's default
-plus the families' rewrites), under the dispatched kernels' PassContext config (``dispatch.pass_config_of``).
+writes float16 (``out_dtype="float16"``: the tensor-core families' kernels sum in float32 and store float16);
+without them, as TVM's default pipeline and MetaSchedule take the model, each conv sums and writes float32 and a
+cast follows (``out_dtype="float32"``: legalized with a float16 output, a conv sums in float16, which misses the
+float16 tolerance on ResNet-50). With ``nhwc``, ``ConvertLayout`` of every conv to ``NHWC_LAYOUT`` (the NHWC
+families' layouts: the model runs NHWC between its layers, transposed at its ends and around the ops ConvertLayout
+does not know) and ``FoldConstant`` (the weights' and biases' transposes); then the rules' dispatch
+(``dispatch.DispatchConvRules``) and ``FoldConstant`` (the weight transposes it adds, where the weights are bound
+constants). ``tvm.compile`` then runs TVM's default GPU pipeline: LegalizeOps (the convs left to it become
+``conv2d`` PrimFuncs), FuseOps, FuseTIR and DLight's default schedules for everything not marked
+``tirx.is_scheduled``; every PrimFunc is lowered by the suite's TIR pipeline (``core.lowering.PIPELINE``: TVM's
+default plus the families' rewrites), under the dispatched kernels' PassContext config
+(``dispatch.pass_config_of``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Which recorded tuning runs (``results/tuning/throughput.csv``) produced the databases the notebooks replay today.
+"""Which recorded tuning runs (``results/tuning/throughput.csv``) produced the databases the notebooks replay today;
+and the README's table of the runs spread over GPUs (``network_tuning_table``).
 
 A run is behind a database of its workload, dtype, shape and space when a chunk of that database's chunk log
 (``tuning_chunks.csv``) finished while the run ran (its row's timestamp is its end, ``seconds`` its length); a
@@ -79,3 +80,38 @@ def unrecorded_databases(root: Path) -> list[str]:
                          f"{finished[~covered].max():%H:%M} UTC "
                          f"({chunks.loc[~covered, 'wall_s'].sum():.0f} s of chunks)")
     return lines
+
+
+def network_tuning_table(root: Path) -> str:
+    """Every recorded ``tuning.spread`` run (``results/tuning/network_tuning.csv``), with its speed against the latest
+    1-GPU run of the same GPU model and host size (CPU cores), tasks, trials per task and search population where one
+    is recorded: of the tuning (``wall_s``) and of the whole command (``start_s`` + ``wall_s``). A run before
+    ``start_s`` was recorded started each tuning process in its first task (inside ``wall_s``): it is compared only
+    with another such run."""
+    path = root / "results" / "tuning" / "network_tuning.csv"
+    df = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if df.empty:
+        return "no run of `tirbench.tuning.spread` recorded yet"
+    df = df.assign(prepared=df["start_s"].notna())
+    lines = ["| run | GPU | GPUs | hosts | host cores | space | tasks x trials | population | start-up s | tuning s | "
+             "trials/min | speed against 1 GPU: tuning | whole command |",
+             "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|"]
+    for r in df.itertuples():
+        ones = df[(df["gpus"] == 1) & (df["gpu"] == r.gpu) & (df["tasks"] == r.tasks)
+                  & (df["trials_per_task"] == r.trials_per_task) & (df["space"] == r.space)
+                  & (df["population"] == r.population) & (df["host_cores"] == r.host_cores)
+                  & (df["prepared"] == r.prepared)]
+        speed, whole = "", ""
+        if r.gpus != 1 and not len(ones):
+            speed = "no 1-GPU run recorded"
+        elif r.gpus != 1:
+            one = ones.iloc[-1]
+            speed = f"{one['wall_s'] / r.wall_s:.2f}x ({one['run_id']})"
+            whole = f"{(one['start_s'] + one['wall_s']) / (r.start_s + r.wall_s):.2f}x" if r.prepared else ""
+        start = f"{r.start_s:.1f}" if r.prepared else "in the first tasks"
+        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.host_cores} | {r.space} | "
+                     f"{r.tasks} x {r.trials_per_task} | {r.population} | {start} | {r.wall_s:.1f} | "
+                     f"{r.trials_per_min:.1f} | {speed} | {whole} |")
+    return "\n".join(lines) + ("\n\nFrom `results/tuning/network_tuning.csv`, each run from empty databases. Start-up: "
+                               "from the command's start until every GPU's tuning process has its builder and runner "
+                               "ready; tuning: from then until the last task is done.")

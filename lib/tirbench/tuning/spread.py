@@ -188,8 +188,8 @@ def prepare_workers(client, task: Task, log_dir: Path) -> None:
 def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path, started: float) -> int:
     """Tune ``tasks`` on ``client``'s workers, print what was done, append the run's row; exit status 0, or 1 if a
     task failed. ``started``: when the command started (``time.monotonic()``); the row's ``start_s`` is from then
-    until the workers' tuning processes are ready (``prepare_workers``), ``wall_s`` from then until the last task is
-    done."""
+    until the workers' tuning processes are ready (``prepare_workers``), ``wall_s`` from their being ready until the
+    last task is done."""
     from tirbench.tuning.history import trials_done
 
     info = client.scheduler_info()["workers"]

@@ -6,15 +6,16 @@ A fresh tuning process pays, before its first trial, for what a warm one already
 the first measurement's set-up (a CUDA context, the L2 flush kernel). On a CPU that is ~7 s a task for 3 s of tuning
 (``docs/tuning.md``, "Several GPUs"); on a GPU host it was most of a 46-55 s task.
 
-``TuningProcess`` is the Dask worker's side: ``spread`` has every worker start ``python -m tirbench.tuning.warm`` (in
-the worker's process group, so killing the worker's group kills it too) and make its builder and runner for the run
-(``prepare_worker``) before the first task; a worker that joins later starts it with its first task. Every task
+``TuningProcess`` is the Dask worker's side: ``spread`` has every worker start ``python -m tirbench.tuning.warm``
+(in the worker's process group, so killing the worker's group kills it too) and make its builder and runner for the
+run (``prepare_worker``) before the first task; a worker that joins later starts it with its first task. Every task
 sends it one line, the CLI's arguments and the task's log file; the process runs ``cli.main`` on them with a
-``cli.Tools`` it keeps, so the builder and runner of one task serve the next, and answers the exit status. Its output, and that of the builder and runner workers it
-starts, goes to the task's log (a pipe copied there by a thread: ``Relay``). A tuning process that died (a crash, the
-kernel's OOM killer) is replaced by a new one: between tasks, on the next task; during a task, at once, and the task
-runs again in it, resuming from its database (once: a second death fails the task). It gets SIGTERM when its worker
-dies (``PR_SET_PDEATHSIG``), so a task Dask re-runs elsewhere never has two writers on its database.
+``cli.Tools`` it keeps, so the builder and runner of one task serve the next, and answers the exit status. Its
+output, and that of the builder and runner workers it starts, goes to the task's log (a pipe copied there by a
+thread: ``Relay``). A tuning process that died (a crash, the kernel's OOM killer) is replaced by a new one: between
+tasks, on the next task; during a task, at once, and the task runs again in it, resuming from its database (once: a
+second death fails the task). It gets SIGTERM when its worker dies (``PR_SET_PDEATHSIG``), so a task Dask re-runs
+elsewhere never has two writers on its database.
 """
 from __future__ import annotations
 
