@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tirbench.report.overview import TunedDatabase, tuning_databases
+from tirbench.report.overview import SCALING_KEYS, TunedDatabase, tuning_databases
 from tirbench.tuning import throughput
 from tirbench.tuning.logs import tuning_chunks
 
@@ -97,10 +97,7 @@ def network_tuning_table(root: Path) -> str:
              "trials/min | speed against 1 GPU: tuning | whole command |",
              "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|"]
     for r in df.itertuples():
-        ones = df[(df["gpus"] == 1) & (df["gpu"] == r.gpu) & (df["tasks"] == r.tasks)
-                  & (df["trials_per_task"] == r.trials_per_task) & (df["space"] == r.space)
-                  & (df["population"] == r.population) & (df["host_cores"] == r.host_cores)
-                  & (df["prepared"] == r.prepared)]
+        ones = df[(df["gpus"] == 1) & (df[SCALING_KEYS] == [getattr(r, k) for k in SCALING_KEYS]).all(axis=1)]
         speed, whole = "", ""
         if r.gpus != 1 and not len(ones):
             speed = "no 1-GPU run recorded"
