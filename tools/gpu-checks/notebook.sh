@@ -3,15 +3,15 @@
 # fresh copy of the working tree, so a second call no longer sees what the first one wrote (its results, executed
 # copies and reports are overwritten by the tree's).
 #   . /opt/gpukit/env.sh && bash tools/gpu-checks/notebook.sh 09_relax_models [10_networks ...]
-# leaves $OUT/notebooks.tgz: every file under results/ and README.md that git sees as changed or new; unpack it in the
+# leaves $OUT/notebooks.tgz: every file under results/ and README.md the run wrote; unpack it in the
 # tree: tar xzf notebooks.tgz -C /work/main
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 (($#)) || { echo "usage: $0 NOTEBOOK_STEM..." >&2; exit 2; }
+stamp=$(mktemp)   # the copy on the GPU host need not be a git checkout: what the run wrote is what is newer than this
 make run-all PY="${PY:-python3}" NOTEBOOKS="$(printf 'notebooks/%s.ipynb ' "$@")"
 status=$?
-git status --porcelain --untracked-files=all -- results README.md | cut -c4- |
-  while read -r f; do [ -f "$f" ] && echo "$f"; done >"${OUT:-/tmp}/changed.txt"   # deleted files: none to copy
+find results README.md -type f -newer "$stamp" >"${OUT:-/tmp}/changed.txt"
 tar czf "${OUT:-/tmp}/notebooks.tgz" -T "${OUT:-/tmp}/changed.txt" &&
   echo "notebooks.tgz: $(wc -l <"${OUT:-/tmp}/changed.txt") files; tar xzf notebooks.tgz -C /work/main"
 exit $status
