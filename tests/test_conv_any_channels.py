@@ -23,7 +23,10 @@ from tirbench.workloads import conv2d
 HELPERS = {"nhwc_wgmma": (NHWC_WGMMA, {"block_tile": (128, 128), "stages": 4}, 64),
            "nhwc_mma": (NHWC_MMA, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3}, 32)}
 STEM = (1, 3, 224, 224, 64, 7, 7, 2, 3)   # GEMM_K = 7 * 7 * 3 = 147
-SHAPES = [STEM, (32, 3, 224, 224, 64, 7, 7, 2, 3), (32, 96, 28, 28, 128, 3, 3, 1, 1), (1, 64, 56, 56, 128, 1, 1, 2, 0)]
+#: ConvNeXt's 4x4/4 stem: GEMM_K = 48 comes in 8s, its 3 channels do not (``implicit_gemm.element_copies``).
+CONVNEXT_STEM = (32, 3, 224, 224, 96, 4, 4, 4, 0)
+SHAPES = [STEM, (32, 3, 224, 224, 64, 7, 7, 2, 3), (32, 96, 28, 28, 128, 3, 3, 1, 1), (1, 64, 56, 56, 128, 1, 1, 2, 0),
+          CONVNEXT_STEM]
 BUFFERS = ("X", "W", "Y")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 

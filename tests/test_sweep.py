@@ -55,6 +55,12 @@ def test_a_family_whose_every_candidate_fails_raises_naming_it() -> None:
         sweep(gemm(64, 64, 64), [GOOD, BAD], target=cpu_target(), repeats=3)
 
 
+def test_not_strict_prints_the_failed_family_and_keeps_the_others(capsys) -> None:
+    res, = sweep_all([(gemm(64, 64, 64), [GOOD, BAD])], target=cpu_target(), repeats=3, strict=False)
+    assert "bad: every candidate failed on gemm 64x64x64" in capsys.readouterr().out
+    assert res.best_trial().record.name == "good" and any(t.status == "rejected" for t in res.trials)
+
+
 def test_sweep_all_builds_every_workloads_candidates_in_one_batch(monkeypatch) -> None:
     """Two workloads, their candidates built by one ``build_by_config`` call, each result its own; a measured
     trial keeps its built kernel (to run it again, e.g. for its error)."""
@@ -75,6 +81,10 @@ def test_one_line_keeps_the_mismatch_summary() -> None:
                          "Max absolute difference among violations: 1.5\n x: array([...])")
     assert one_line(err) == ("AssertionError: Mismatched elements: 3 / 64 (4.69%); "
                              "Max absolute difference among violations: 1.5")
+
+
+def test_one_line_of_a_message_of_nul_bytes_says_there_was_none() -> None:
+    assert one_line(RuntimeError("\0")) == "RuntimeError: (no message)"
 
 
 def test_refusal_is_the_one_line_or_none() -> None:

@@ -128,13 +128,13 @@ def _as_layer(m: Measurement, wl: Workload) -> Measurement:
 
 
 def sweep_forms(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: int, seed: int,
-                keep: int | None = None) -> list[list[tuple[Form, SweepResult]]]:
+                keep: int | None = None, strict: bool = True) -> list[list[tuple[Form, SweepResult]]]:
     """Per workload of ``wls``, each of its ``rule_forms`` with its sweep: every candidate of every form of every
     workload built in one parallel batch (``sweep_all``), then verified and timed (SweepError for a family whose
-    every candidate failed)."""
+    every candidate failed; with ``strict=False`` its line only)."""
     forms = [rule_forms(wl, keep) for wl in wls]
     results = iter(sweep_all([(form, records) for layer in forms for form, records, _ in layer], target=target,
-                             repeats=repeats, seed=seed))
+                             repeats=repeats, seed=seed, strict=strict))
     return [[(form, next(results)) for form in layer] for layer in forms]
 
 
@@ -142,12 +142,14 @@ def choose_many(wls: Sequence[Workload], *, target: tvm.target.Target, repeats: 
                 missing_ok: bool = False) -> list[Choice | None]:
     """Per layer of ``wls``, the fastest verified of the rules' candidates for it and its other forms
     (``sweep_forms``); each layer's ``rules_s`` is its share of the batch's time. A layer with no verified kernel:
-    a SweepError, or with ``missing_ok`` None (and one line)."""
+    a SweepError, or with ``missing_ok`` None (and one line); ``missing_ok`` also lets a family that failed on one
+    layer leave the others and the other families standing (its line printed)."""
     if not wls:
         return []
     start = time.perf_counter()
     picks = []
-    for wl, layer in zip(wls, sweep_forms(wls, target=target, repeats=repeats, seed=seed)):
+    swept = sweep_forms(wls, target=target, repeats=repeats, seed=seed, strict=not missing_ok)
+    for wl, layer in zip(wls, swept):
         best, extra = None, {}
         for (_, _, params), result in layer:
             trial = result.best_trial()

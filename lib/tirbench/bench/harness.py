@@ -113,8 +113,9 @@ def start_build_workers(target: tvm.target.Target) -> float:
 
 
 def last_line(err: object) -> str:
-    """An error's last non-empty line (TVM's and CUDA's errors end with the message), else its type's name."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    """An error's last non-empty line (TVM's and CUDA's errors end with the message), else its type's name (a
+    message of NUL bytes alone, as a kernel that NVRTC rejects at load time has given, counts as empty)."""
+    lines = [line.strip() for line in str(err).replace("\0", "").splitlines() if line.strip()]
     return lines[-1] if lines else type(err).__name__
 
 

@@ -19,9 +19,8 @@ Input channels the k tile does not divide (the 3-channel ResNet stem, 96-channel
 k is then the plain (row, column, channel) order, GEMM_K = R * S * C, and the GEMM helper pads it up to the k tile
 (``tirbench.schedules.common.padding``): the k bound joins the border predicate of the im2col fill, which zero-fills
 past the last real (row, column, channel), so nothing past C (or past R * S * C) is ever read and no copy of X is
-made. Those fills are element copies: with R * S * C no multiple of the k tile, TVM cannot prove the predicate
-uniform over 8 channels whatever the channel block (it cannot see through k // (S * C)), and in the plain order a
-kernel row's S * C values are contiguous in X, which keeps the copies coalesced.
+made. Those fills are element copies (``element_copies``: channels that do not come in 8s give no 16-byte copy), and
+in the plain order a kernel row's S * C values are contiguous in X, which keeps the copies coalesced.
 
 C lives in shared memory: the helper's accumulators are stored there, and the epilogue rounds them to half and
 writes 16-byte rows of Y (the block tile's rows are output pixels, contiguous in NHWC). TVM reuses the pipeline's
@@ -128,16 +127,30 @@ def input_fill_block(sch: s_tir.Schedule) -> s_tir.SBlockRV:
     raise RuntimeError("no im2col shared-memory fill: run a GEMM helper on conv2d_as_gemm's block first")
 
 
-def finish_implicit_gemm(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR) -> s_tir.Schedule:
+def finish_implicit_gemm(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR,
+                         channel_block: int | None = None) -> s_tir.Schedule:
     """After a GEMM helper: ``inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
     (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads (``warps``: a count,
-    or split factors where a design space samples it)."""
+    or split factors where a design space samples it). A ``channel_block`` that is no multiple of 8 makes the im2col
+    fill element copies (``element_copies``)."""
     inline_im2col(sch)
+    if channel_block is not None and channel_block % VECTOR:
+        element_copies(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
     *_, vec = split_threads(sch, sch.fuse(*sch.get_loops(out)[1:]), warps, vector)
     sch.vectorize(vec)
     return sch
+
+
+def element_copies(sch: s_tir.Schedule) -> None:
+    """Unroll the im2col fill's 8-value vector into 8 element copies. Where the channels do not come in 8s but GEMM_K
+    does (ConvNeXt's 4x4 stem: 4 * 4 * 3 = 48), TVM proves the fill's predicate uniform over 8 values and keeps the
+    vector, whose 8 addresses are no ramp: it gathers them through an int32x8 index that its CUDA code generator
+    writes as ``make_longlong4`` of 8 values, which does not compile (NVRTC rejects the kernel when it is loaded)."""
+    loop = sch.get_loops(input_fill_block(sch))[-1]
+    if sch.get(loop).kind == tirx.ForKind.VECTORIZED:
+        sch.unroll(loop)
 
 
 def fill_through_l1(sch: s_tir.Schedule, on: bool) -> None:
@@ -173,12 +186,13 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 
     Any input channels C: ``channel_block`` (default) is 64 where 64 divides C, else C, with GEMM_K = R * S * C
     zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C."""
-    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, 64, channel_block))
+    channel_block = default_channel_block(sch, 64, channel_block)
+    conv2d_as_gemm(sch, channel_block=channel_block)
     warps = block_tile[0] // 16
     _require_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
                   block="conv")
-    return finish_implicit_gemm(sch, warps=warps)
+    return finish_implicit_gemm(sch, warps=warps, channel_block=channel_block)
 
 
 def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -189,12 +203,13 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     Any input channels C: ``channel_block`` (default) is ``tile_k`` where it divides C, else C, with GEMM_K =
     R * S * C zero-padded up to ``tile_k`` in the im2col fill (see the module docstring); an explicit one must
     divide C."""
-    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, tile_k, channel_block))
+    channel_block = default_channel_block(sch, tile_k, channel_block)
+    conv2d_as_gemm(sch, channel_block=channel_block)
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
-    return finish_implicit_gemm(sch, warps=warps)
+    return finish_implicit_gemm(sch, warps=warps, channel_block=channel_block)
 
 
 def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -202,8 +217,9 @@ def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128,
                      channel_block: int | None = None) -> s_tir.Schedule:
     """The implicit GEMM on wmma 16x16x16 fragments: ``gemm_v6_wmma`` on the reindexed convolution (synchronous
     copies through registers, no cp.async: the Turing (sm_75) family). Any input channels C, as ``conv2d_nhwc_mma``."""
-    conv2d_as_gemm(sch, channel_block=default_channel_block(sch, tile_k, channel_block))
+    channel_block = default_channel_block(sch, tile_k, channel_block)
+    conv2d_as_gemm(sch, channel_block=channel_block)
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_epilogue(block_tile, warps)
     gemm_v6_wmma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
-    return finish_implicit_gemm(sch, warps=warps)
+    return finish_implicit_gemm(sch, warps=warps, channel_block=channel_block)
