@@ -65,6 +65,17 @@ def test_cpu_path_gives_the_candidates_their_cuda_and_the_llvm_check_after_one_g
     assert "matches numpy" in result.table() and str(result.cuda) in result.summary()
 
 
+@pytest.mark.parametrize("nvcc_says, status", [("nvcc rejected the generated source: error: x", "rejected"),
+                                               ("nvcc not found: install the CUDA toolkit", "ok")])
+def test_a_candidate_nvcc_rejects_is_rejected_and_no_nvcc_leaves_it_be(tmp_path, monkeypatch, nvcc_says, status):
+    """CUDA nvcc rejects, NVRTC rejects on the GPU: such a candidate is no ``ok``; without nvcc there is no verdict."""
+    def nvcc(src):
+        raise RuntimeError(nvcc_says)
+    monkeypatch.setattr(kernel.offline, "nvcc_report", nvcc)
+    (cand,) = kernel.gemm(70, 96, 40, keep=1, out=tmp_path, say=lambda line: None).candidates
+    assert cand.status == status and cand.nvcc == nvcc_says
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
                     reason="nvcc is not installed")
 def test_cli_cpu_path_prints_tensor_core_candidates_and_writes_cuda_nvcc_accepts(tmp_path, capsys):

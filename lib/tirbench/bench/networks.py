@@ -4,6 +4,7 @@ the same process; and the command that records the choices in chunks that fit a 
 
     python -m tirbench.bench.networks choose NETWORK... [--config fp32 fp16 int8] [--max-seconds 540] [--stale]
     python -m tirbench.bench.networks plan [NETWORK...] [--config ...]
+    python -m tirbench.bench.networks check [NETWORK...] [--config ...]
 
 ``choose`` (on a CUDA GPU) sweeps the rules' candidates (``choose_each``: ``bench.choose.choose_many``) on the layers
 that have no recorded choice for the build's architecture (``--stale``: also those whose choice predates a family or
@@ -16,16 +17,22 @@ are left, and the same command goes on from there. ResNet-50's layers that noteb
 got no verified kernel, 2 a bad command line (one line) or no GPU.
 
 ``plan`` (anywhere, no GPU needed) prints per network and config the distinct layers, those no family takes, those
-recorded, and how long choosing the rest should take (``SECONDS_PER_LAYER``).
+recorded, and how long choosing the rest should take (``SECONDS_PER_LAYER``). ``check`` (anywhere with nvcc, before
+a GPU session) generates the CUDA of every candidate ``choose`` would sweep on those layers and gives it to nvcc, a
+process per core: a kernel nvcc rejects, NVRTC rejects when ``choose`` loads it on the GPU. It prints one line per
+rejected candidate; exit status 1 if there is one.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import hashlib
+import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,8 +46,10 @@ import tvm
 from tirbench.bench.baselines import cudnn_conv2d
 from tirbench.bench.choose import Choice, Choices, choose_many, is_stale, replay_all, rule_forms
 from tirbench.bench.harness import Measurement, start_build_workers
+from tirbench.bench.sweep import one_line
 from tirbench.bench.network import BATCHES, cudnn_workload, layer_workload, per_layer
 from tirbench.bench.session import Session
+from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.gpu import current_gpu
 from tirbench.core.machine import DeviceInfo, cuda_target, has_cuda_gpu
 from tirbench.core.paths import project_root
@@ -313,6 +322,47 @@ def print_plan(names: Sequence[str], configs: Sequence[str], root: Path, arch: s
                   f"(~{len(todo) * SECONDS_PER_LAYER[config]:.0f} s on an H100/H200)")
 
 
+@functools.cache
+def _pending_by_shape(names: tuple[str, ...], config: str, arch: str) -> dict[str, Workload]:
+    todo = pending([p.wl for p in plan({n: NETWORKS[n] for n in names}, config, BATCHES[config]).planned],
+                   choices_for(project_root(), arch))
+    return {wl.shape: wl for wl in todo}
+
+
+def _nvcc_candidate(job: tuple[tuple[str, ...], str, str, str, int, int, int]) -> str | None:
+    """One candidate of a pending layer (names, config, arch, shape, form, record, candidate: indices) through nvcc:
+    None, or one line saying why it is rejected."""
+    names, config, arch, shape, f, r, c = job
+    form, records, _ = rule_forms(_pending_by_shape(names, config, arch)[shape])[f]
+    record = records[r]
+    params = record.candidates[c] if record.candidates else {}
+    try:
+        sch = record.apply(form, params)
+    except ValueError:   # a tile that does not fit: the sweep skips it too
+        return None
+    try:
+        nvcc_report(device_source(sch, pass_config=record.pass_config), arch)
+    except Exception as err:  # noqa: BLE001 - fails to lower, generate or compile: one line
+        return f"{config} {shape} {record.name}({', '.join(f'{k}={v}' for k, v in params.items())}): {one_line(err)}"
+    return None
+
+
+def check_builds(names: Sequence[str], configs: Sequence[str], arch: str) -> int:
+    """``check``: every candidate of the layers left to choose through nvcc (module docstring); the exit status."""
+    jobs = []
+    for config in configs:
+        for shape, wl in _pending_by_shape(tuple(names), config, arch).items():
+            jobs += [(tuple(names), config, arch, shape, f, r, c) for f, (_, records, _) in enumerate(rule_forms(wl))
+                     for r, record in enumerate(records) for c in range(max(1, len(record.candidates)))]
+    print(f"{len(jobs)} candidates of the layers left to choose, through nvcc for {arch}", flush=True)
+    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+        failed = [line for line in pool.map(_nvcc_candidate, jobs) if line is not None]
+    for line in failed:
+        print(line)
+    print(f"{len(failed)} of {len(jobs)} rejected")
+    return 1 if failed else 0
+
+
 class _Parser(argparse.ArgumentParser):
     """Errors as one line on stderr (no usage block), exit status 2."""
 
@@ -335,7 +385,8 @@ def _config(name: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m tirbench.bench.networks", description=__doc__.splitlines()[0])
     commands = p.add_subparsers(dest="command", required=True)
-    for name, what in (("choose", "record the rules' choices (CUDA GPU)"), ("plan", "what is left to choose")):
+    for name, what in (("choose", "record the rules' choices (CUDA GPU)"), ("plan", "what is left to choose"),
+                       ("check", "nvcc every candidate of what is left to choose")):
         sub = commands.add_parser(name, help=what)
         sub.add_argument("networks", type=_network, nargs="+" if name == "choose" else "*", metavar="NETWORK",
                          help=f"one of {', '.join(NETWORKS)}")
@@ -356,6 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "plan":
         print_plan(names, args.configs, root, arch)
         return 0
+    if args.command == "check":
+        return check_builds(names, args.configs, arch)
     if not has_cuda_gpu():
         print("networks: no CUDA GPU here: the rules' candidates are verified and timed on one; nothing chosen "
               "(`plan` says what is left)", file=sys.stderr)

@@ -59,6 +59,8 @@ def nvcc_report(src: str, arch: str | None = None) -> list[str]:
                             "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", str(cu)],
                            capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"nvcc rejected the generated source: {r.stderr.strip().splitlines()[-1]}")
+        lines = r.stderr.strip().splitlines() or ["(nothing on stderr)"]
+        first_error = next((line for line in lines if ": error" in line), lines[-1])
+        raise RuntimeError(f"nvcc rejected the generated source: {first_error.strip()}")
     return [line.split(":", 1)[-1].strip() for line in (r.stdout + r.stderr).splitlines()
             if "registers" in line or "spill" in line]

@@ -80,7 +80,10 @@ def _candidate(form: Workload, record: KernelRecord, params: Mapping[str, Any], 
     try:
         nvcc = nvcc_summary(nvcc_report(src))
     except RuntimeError as err:
-        nvcc = str(err)
+        if "rejected" in str(err):   # the GPU would reject it too (NVRTC, when the module is loaded)
+            return Candidate(record.name, shown, "rejected", str(err), cuda=path, nvcc=str(err), form=form,
+                             record=record)
+        nvcc = str(err)              # no nvcc here
     llvm = llvm_check(form, sch, seed)
     status = "rejected" if llvm.startswith("MISMATCH") else "ok"
     return Candidate(record.name, shown, status, cuda=path, nvcc=nvcc, llvm=llvm, form=form, record=record)
