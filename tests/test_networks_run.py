@@ -341,18 +341,19 @@ def test_the_notebooks_gpu_path_with_stand_ins_for_the_gpu(tmp_path, monkeypatch
 
 # -- nvcc before a GPU session --------------------------------------------------------------------------------------
 
-STEM = layer_workload(CONVNEXT_TINY[0], "fp16", 32)   # ConvNeXt's 4x4/4 stem: its fill was once CUDA nvcc rejects
+#: ConvNeXt's 4x4/4 stem in fp16: its im2col fill was once CUDA that nvcc rejects.
+CONVNEXT_STEM = layer_workload(CONVNEXT_TINY[0], "fp16", 32)
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
 def test_check_gives_every_pending_candidate_to_nvcc_and_names_the_rejected(monkeypatch, capsys):
     """The stem's candidates (a process each) pass nvcc; a kernel whose CUDA nvcc rejects is one line, status 1."""
-    monkeypatch.setattr(runner, "_pending_by_shape", lambda names, config, arch: {STEM.shape: STEM})
+    monkeypatch.setattr(runner, "_pending_by_shape", lambda names, config, arch: {CONVNEXT_STEM.shape: CONVNEXT_STEM})
     assert runner.check_builds(["convnext_tiny"], ["fp16"], "sm_90a") == 0
     assert capsys.readouterr().out.splitlines()[-1] == "0 of 7 rejected"
     monkeypatch.setattr(runner, "device_source", lambda sch, pass_config: 'extern "C" __global__ void k() { x; }')
     assert runner.check_builds(["convnext_tiny"], ["fp16"], "sm_90a") == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "7 of 7 rejected"
-    assert out[1].startswith(f"fp16 {STEM.shape} nhwc_wgmma(block_tile=(256, 128), stages=3, overlap=True): "
+    assert out[1].startswith(f"fp16 {CONVNEXT_STEM.shape} nhwc_wgmma(block_tile=(256, 128), stages=3, overlap=True): "
                              "RuntimeError: nvcc rejected the generated source: ") and '"x" is undefined' in out[1]
