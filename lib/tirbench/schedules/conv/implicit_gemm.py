@@ -19,8 +19,9 @@ Input channels the k tile does not divide (the 3-channel ResNet stem, 96-channel
 k is then the plain (row, column, channel) order, GEMM_K = R * S * C, and the GEMM helper pads it up to the k tile
 (``tirbench.schedules.common.padding``): the k bound joins the border predicate of the im2col fill, which zero-fills
 past the last real (row, column, channel), so nothing past C (or past R * S * C) is ever read and no copy of X is
-made. Those fills are element copies (``element_copies``: channels that do not come in 8s give no 16-byte copy), and
-in the plain order a kernel row's S * C values are contiguous in X, which keeps the copies coalesced.
+made. Those fills are element copies (channels that do not come in 8s give no 16-byte copy; ``fill_gathers`` says
+where TVM must be told so), and in the plain order a kernel row's S * C values are contiguous in X, which keeps the
+copies coalesced.
 
 C lives in shared memory: the helper's accumulators are stored there, and the epilogue rounds them to half and
 writes 16-byte rows of Y (the block tile's rows are output pixels, contiguous in NHWC). TVM reuses the pipeline's
@@ -128,13 +129,13 @@ def input_fill_block(sch: s_tir.Schedule) -> s_tir.SBlockRV:
 
 
 def finish_implicit_gemm(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR,
-                         channel_block: int | None = None) -> s_tir.Schedule:
+                         gathers: bool = False) -> s_tir.Schedule:
     """After a GEMM helper: ``inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
     (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads (``warps``: a count,
-    or split factors where a design space samples it). A ``channel_block`` that is no multiple of 8 makes the im2col
-    fill element copies (``element_copies``)."""
+    or split factors where a design space samples it). ``gathers`` (``fill_gathers``): the im2col fill becomes
+    element copies (``element_copies``)."""
     inline_im2col(sch)
-    if channel_block is not None and channel_block % VECTOR:
+    if gathers:
         element_copies(sch)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
@@ -143,11 +144,19 @@ def finish_implicit_gemm(sch: s_tir.Schedule, *, warps: Warps, vector: int = VEC
     return sch
 
 
+def fill_gathers(sch: s_tir.Schedule, channel_block: int) -> bool:
+    """Whether the im2col fill of the NHWC convolution in ``sch`` (before ``conv2d_as_gemm``) would gather: its
+    channels do not come in 8s (``channel_block`` no multiple of 8) but GEMM_K = R * S * C does (ConvNeXt's 4x4 stem:
+    4 * 4 * 3 = 48). TVM then proves the fill's predicate uniform over 8 values and keeps the vector, whose 8 addresses
+    are no ramp: it gathers them through an int32x8 index that its CUDA code generator writes as ``make_longlong4`` of
+    8 values, which does not compile (NVRTC rejects the kernel when it is loaded). Elsewhere (the ResNet stem's GEMM_K
+    = 147) the vectorizer gives up and copies one element at a time by itself."""
+    ext = conv_block(sch, "NHWC")[1]
+    return channel_block % VECTOR != 0 and ext["r"] * ext["s"] * ext["c"] % VECTOR == 0
+
+
 def element_copies(sch: s_tir.Schedule) -> None:
-    """Unroll the im2col fill's 8-value vector into 8 element copies. Where the channels do not come in 8s but GEMM_K
-    does (ConvNeXt's 4x4 stem: 4 * 4 * 3 = 48), TVM proves the fill's predicate uniform over 8 values and keeps the
-    vector, whose 8 addresses are no ramp: it gathers them through an int32x8 index that its CUDA code generator
-    writes as ``make_longlong4`` of 8 values, which does not compile (NVRTC rejects the kernel when it is loaded)."""
+    """Unroll the im2col fill's vector into element copies (see ``fill_gathers``)."""
     loop = sch.get_loops(input_fill_block(sch))[-1]
     if sch.get(loop).kind == tirx.ForKind.VECTORIZED:
         sch.unroll(loop)
@@ -187,12 +196,13 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     Any input channels C: ``channel_block`` (default) is 64 where 64 divides C, else C, with GEMM_K = R * S * C
     zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C."""
     channel_block = default_channel_block(sch, 64, channel_block)
+    gathers = fill_gathers(sch, channel_block)
     conv2d_as_gemm(sch, channel_block=channel_block)
     warps = block_tile[0] // 16
     _require_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
                   block="conv")
-    return finish_implicit_gemm(sch, warps=warps, channel_block=channel_block)
+    return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
 
 
 def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -204,12 +214,13 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     R * S * C zero-padded up to ``tile_k`` in the im2col fill (see the module docstring); an explicit one must
     divide C."""
     channel_block = default_channel_block(sch, tile_k, channel_block)
+    gathers = fill_gathers(sch, channel_block)
     conv2d_as_gemm(sch, channel_block=channel_block)
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
-    return finish_implicit_gemm(sch, warps=warps, channel_block=channel_block)
+    return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
 
 
 def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -218,8 +229,9 @@ def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128,
     """The implicit GEMM on wmma 16x16x16 fragments: ``gemm_v6_wmma`` on the reindexed convolution (synchronous
     copies through registers, no cp.async: the Turing (sm_75) family). Any input channels C, as ``conv2d_nhwc_mma``."""
     channel_block = default_channel_block(sch, tile_k, channel_block)
+    gathers = fill_gathers(sch, channel_block)
     conv2d_as_gemm(sch, channel_block=channel_block)
     warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
     _require_epilogue(block_tile, warps)
     gemm_v6_wmma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
-    return finish_implicit_gemm(sch, warps=warps, channel_block=channel_block)
+    return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
