@@ -17,6 +17,7 @@ from test_results import row
 
 from tirbench.bench import choose as choose_module
 from tirbench.bench import networks as runner
+from tirbench.bench import networks_measure
 from tirbench.bench.choose import Choice, Choices, recorded_form
 from tirbench.bench.harness import Measurement, Timing
 from tirbench.bench.network import (NETWORKS_COLUMNS, depthwise_bandwidth, layer_shape, layer_workload,
@@ -329,7 +330,7 @@ def test_the_notebooks_gpu_path_with_stand_ins_for_the_gpu(tmp_path, monkeypatch
     for source in cells[2:]:
         exec(source, space)
     out = capsys.readouterr().out
-    assert "fp16: 7 of 8 layers verified and timed beside cuDNN" in out and "int8: 7 of 8 layers" in out
+    assert "convnext_tiny: 24 layers verified and timed beside cuDNN" in out and "left for the next run" not in out
     assert "`python -m tirbench.bench.networks choose convnext_tiny --config fp16` records them" in out
     stage = tmp_path / "stage" / "10_networks"
     summary = pd.read_csv(stage / "networks.csv")
@@ -357,3 +358,46 @@ def test_check_gives_every_pending_candidate_to_nvcc_and_names_the_rejected(monk
     assert out[-1] == "7 of 7 rejected"
     assert out[1].startswith(f"fp16 {CONVNEXT_STEM.shape} nhwc_wgmma(block_tile=(256, 128), stages=3, overlap=True): "
                              "RuntimeError: nvcc rejected the generated source: ") and '"x" is undefined' in out[1]
+
+
+# -- whole networks within a time budget ----------------------------------------------------------------------------
+
+def test_stalest_first_puts_a_network_without_a_row_for_some_config_first_then_the_oldest():
+    rows = pd.DataFrame([{"network": n, "config": c, "run_id": r} for n, c, r in [
+        ("a", "fp32", "20261128T1"), ("a", "fp16", "20261128T1"), ("b", "fp32", "20261127T1"),
+        ("b", "fp16", "20261128T2"), ("c", "fp32", "20261128T3")]])
+    assert networks_measure.stalest_first(["a", "b", "c", "d"], rows) == ["c", "d", "b", "a"]
+    assert networks_measure.stalest_first(["a", "b"], pd.DataFrame(columns=["network", "config", "run_id"])) == \
+        ["a", "b"]
+
+
+def fake_plans() -> dict[str, runner.Plan]:
+    """Two configs; networks a (layers 1, 2), b (2, 3, 4: layer 2 shared with a) and c (5)."""
+    def planned(shape, *names):
+        return runner.Planned(SimpleNamespace(shape=shape), [(name, SimpleNamespace(name=shape)) for name in names])
+    return {config: runner.Plan(config, 1, [planned("1", "a"), planned("2", "a", "b"), planned("3", "b"),
+                                            planned("4", "b"), planned("5", "c")], []) for config in ("fp32", "fp16")}
+
+
+@pytest.mark.parametrize("max_seconds, measured, left", [(None, ["a", "b", "c"], []), (7, ["a", "c"], ["b"]),
+                                                         (1, ["a"], ["b", "c"])])
+def test_whole_networks_are_measured_while_they_fit_and_a_shared_layer_once(monkeypatch, max_seconds, measured,
+                                                                            left):
+    """Each layer takes 1 s: a's 4 layer-configs take 4 s, so b (2 x 2 more: layer 2 is done) is estimated at 4 s
+    and c at 2 s; the first network is measured whatever the budget; layer 4 has no recorded choice."""
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(networks_measure, "measure_layer", lambda session, cudnn, choices, layer, config, batch, wl,
+                        choice, echo: {"run": config, "layer": layer.name})
+
+    def replay(wls):
+        clock.now += len(wls)
+        return [None if wl.shape == "4" else Choice("nchw_gemm", {}, 1.0) for wl in wls]
+    session = SimpleNamespace(commits=0)
+    session.commit = lambda: setattr(session, "commits", session.commits + 1)
+    run = networks_measure.measure_networks(["a", "b", "c"], fake_plans(), session=session, cudnn=None, choices=None,
+                                            replay=replay, max_seconds=max_seconds, clock=lambda: clock.now)
+    assert run.measured == measured and run.left == left and session.commits == len(measured)
+    layers = {"a": ["1", "2"], "b": ["3"], "c": ["5"]}
+    assert sorted((r["run"], r["layer"]) for r in run.rows) == sorted(
+        (config, shape) for name in measured for shape in layers[name] for config in ("fp32", "fp16"))
+    assert run.unrecorded == ({"fp32": {"b"}, "fp16": {"b"}} if "b" in measured else {})

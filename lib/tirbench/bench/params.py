@@ -18,9 +18,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: Parameters that change how a notebook measures (how often, the seed, the build target's tag, whether and how long
-#: it tunes or chooses its kernels again: ``trials``, notebook 09's tuning budget), not what it measures: a run that
-#: sets only these is still a full run.
-NEUTRAL = ("repeats", "seed", "target", "tune_now", "choose_now", "rules_budget_s", "trials")
+#: it tunes or chooses its kernels again: ``trials``, notebook 09's tuning budget; notebook 10's ``max_seconds``, how
+#: many whole networks a run measures before the next run goes on), not what it measures: a run that sets only these
+#: is still a full run.
+NEUTRAL = ("repeats", "seed", "target", "tune_now", "choose_now", "rules_budget_s", "trials", "max_seconds")
 #: Prefixes of such parameters (tuning budgets: ``trials_fp16``, ``trials_rules``, ...).
 NEUTRAL_PREFIXES = ("trials_",)
 
