@@ -112,10 +112,15 @@ def start_build_workers(target: tvm.target.Target) -> float:
     return time.perf_counter() - start
 
 
+def message_lines(err: object) -> list[str]:
+    """An error's non-empty lines, stripped (NUL bytes dropped: a kernel that NVRTC rejects at load time has given a
+    message of NUL bytes alone)."""
+    return [line.strip() for line in str(err).replace("\0", "").splitlines() if line.strip()]
+
+
 def last_line(err: object) -> str:
-    """An error's last non-empty line (TVM's and CUDA's errors end with the message), else its type's name (a
-    message of NUL bytes alone, as a kernel that NVRTC rejects at load time has given, counts as empty)."""
-    lines = [line.strip() for line in str(err).replace("\0", "").splitlines() if line.strip()]
+    """An error's last non-empty line (TVM's and CUDA's errors end with the message), else its type's name."""
+    lines = message_lines(err)
     return lines[-1] if lines else type(err).__name__
 
 

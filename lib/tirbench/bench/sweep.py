@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import tvm
 
-from tirbench.bench.harness import Built, Measurement, build_all, verify_then_time
+from tirbench.bench.harness import Built, Measurement, build_all, message_lines, verify_then_time
 from tirbench.core.errors import OneLineError
 from tirbench.core.progress import BestBar
 from tirbench.schedules.common.record import KernelRecord
@@ -82,7 +82,7 @@ class SweepResult:
 
 def one_line(err: BaseException) -> str:
     """An error as one line: the mismatch summary of a failed check, else the last non-empty line."""
-    lines = [line.strip() for line in str(err).replace("\0", "").splitlines() if line.strip()]
+    lines = message_lines(err)
     mismatch = [line for line in lines if line.startswith(("Mismatched elements", "Max absolute difference"))]
     text = "; ".join(mismatch) if mismatch else (lines[-1] if lines else "(no message)")
     return f"{type(err).__name__}: {text[:200]}"
