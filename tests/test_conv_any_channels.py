@@ -3,7 +3,8 @@ where the k tile does not divide C, channel_block = C and GEMM_K = R * S * C is 
 into the im2col fill's predicate (no copy of X). Checked here without a GPU: both helpers build for sm_90a and nvcc
 takes the CUDA; every access of X, W and Y is proven in bounds under the kernel's predicates; the stem's fills bound k
 by R * S * C = 147 (without that bound the filter reads are no longer proven in bounds), and every read of X in its
-CUDA is predicated; the default channel block follows C."""
+CUDA is predicated; the default channel block follows C; channels that come in 16s but not in 32s fill in 16-byte
+copies in k tiles of 16 and one element at a time in k tiles of 32, and the rules rank the 16-byte fills first."""
 import functools
 import re
 import shutil
@@ -17,6 +18,7 @@ from tvm import s_tir, tirx
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, default_channel_block, input_fill_block
 from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA
+from tirbench.schedules.conv.rules import rule_records, vector_fill
 from tirbench.workloads import conv2d
 
 #: (record, the parameters it runs at here, its k tile).
@@ -101,3 +103,38 @@ def test_an_explicit_channel_block_must_divide_c_in_one_line():
     with pytest.raises(ValueError, match="channel_block .*=32 does not divide c \\(input channels\\)=3") as err:
         conv2d_nhwc_mma(s_tir.Schedule(fp16(STEM).mod), channel_block=32)
     assert "\n" not in str(err.value)
+
+
+#: Inception-v3's 80-channel 3x3 (4.3x slower than cuDNN in k tiles of 64, 2026-11-28): 80 channels come in 16s, not
+#: in 32s or 64s.
+INCEPTION_80 = (32, 80, 73, 73, 192, 3, 3, 1, 0)
+
+
+def x_copies(src: str) -> tuple[int, int]:
+    """(16-byte cp.async copies from X, element loads of X) in a kernel's CUDA."""
+    return (len(re.findall(r"ptx_cp_async\w*_16\w*\(buf_dyn_shmem_ptr, [^;]*?X_ptr", src)),
+            len(re.findall(r"X_ptr\[", src)))
+
+
+@pytest.mark.parametrize("tile_k, vector", [(16, True), (32, False)])
+def test_channels_in_16s_fill_in_16_byte_copies_only_in_k_tiles_that_divide_them(tile_k, vector):
+    params = {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": tile_k, "stages": 4}
+    src = device_source(NHWC_MMA.apply(fp16(INCEPTION_80), params), pass_config=NHWC_MMA.pass_config)
+    copies, loads = x_copies(src)
+    assert (copies > 0 and loads == 0) if vector else loads > 0
+    assert vector_fill(fp16(INCEPTION_80), NHWC_MMA, params) is vector
+
+
+@pytest.mark.parametrize("shape, family, params, vector", [
+    (INCEPTION_80, NHWC_WGMMA, {}, False),                          # wgmma's k tile is 64
+    ((32, 96, 35, 35, 96, 3, 3, 1, 1), NHWC_MMA, {"tile_k": 32}, True),
+    ((32, 24, 56, 56, 144, 1, 1, 1, 0), NHWC_WGMMA, {}, True),      # a 1x1 window: k is the channel
+    (STEM, NHWC_MMA, {"tile_k": 16}, True),                         # 3 channels: element copies with any tile
+])
+def test_vector_fill(shape, family, params, vector):
+    assert vector_fill(fp16(shape), family, params) is vector
+
+
+def test_the_rules_rank_16_byte_fills_first():
+    mma = next(r for r in rule_records(fp16(INCEPTION_80)) if r.name == "nhwc_mma")
+    assert [c["tile_k"] for c in mma.candidates[:3]] == [16, 16, 16]

@@ -207,12 +207,14 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
 
 def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                     warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3, raster: int = 1,
-                    prefetch: str = "k_step", channel_block: int | None = None) -> s_tir.Schedule:
+                    prefetch: str = "k_step", channel_block: int | None = None,
+                    l1_fill: bool = False) -> s_tir.Schedule:
     """The implicit GEMM on ldmatrix + mma.sync m16n8k16: ``gemm_v7_mma`` on the reindexed convolution.
 
     Any input channels C: ``channel_block`` (default) is ``tile_k`` where it divides C, else C, with GEMM_K =
     R * S * C zero-padded up to ``tile_k`` in the im2col fill (see the module docstring); an explicit one must
-    divide C."""
+    divide C. A ``tile_k`` of 16 divides every C that comes in 16s (48, 80, 144), whose k tiles of 32 or 64 would
+    fill one element at a time. ``l1_fill``: the im2col fills cache in L1 (``fill_through_l1``)."""
     channel_block = default_channel_block(sch, tile_k, channel_block)
     gathers = fill_gathers(sch, channel_block)
     conv2d_as_gemm(sch, channel_block=channel_block)
@@ -220,6 +222,7 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
+    fill_through_l1(sch, l1_fill)
     return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
 
 

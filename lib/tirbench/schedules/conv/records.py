@@ -210,13 +210,22 @@ NHWC_WGMMA = KernelRecord(
         {"block_tile": (128, 64), "stages": 4},
         {"block_tile": (64, 64), "stages": 4},
     ), needs=("cp_async", "wgmma"))
-#: ... and on mma.sync, down to 32-row tiles for GEMM_M with no divisor that is a multiple of 64.
+#: ... and on mma.sync, down to 32-row tiles for GEMM_M with no divisor that is a multiple of 64; 64 and 32 columns
+#: for layers of few output channels (Inception's 32, MobileNetV2's 16: int8's tiles there), 256 x 64 with the im2col
+#: fill through L1; and k tiles of 16, which divide the channels of layers whose channels come in 16s but not in 32s
+#: or 64s (48, 80, 144): a k tile that does not divide them fills one element at a time (``rules.vector_fill``).
 NHWC_MMA = KernelRecord(
     "nhwc_mma", conv2d_nhwc_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
     FP16_NHWC_ANY_WINDOW, CONV_TC_CONFIG, candidates=(
         {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
         {"block_tile": (32, 128), "warp_tile": (32, 32), "tile_k": 64, "stages": 3},
         {"block_tile": (32, 64), "warp_tile": (16, 32), "tile_k": 32, "stages": 4},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32, "stages": 4},
+        {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 4, "l1_fill": True},
+        {"block_tile": (128, 32), "warp_tile": (32, 32), "tile_k": 32, "stages": 4},
+        {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 16, "stages": 6},
+        {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 16, "stages": 6},
+        {"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 16, "stages": 6, "l1_fill": True},
     ), needs=("ldmatrix", "mma_m16n8k16", "cp_async"))
 #: ... and warp-specialized (``conv.tma_ws``): filter tiles by TMA, im2col tiles gathered by a producer warpgroup, v9's
 #: consumers, Y stored through shared memory by TMA (``tma_store``). Measured on an H100 (2026-11-25, notebook 06, against
