@@ -40,7 +40,7 @@ from typing import Callable, Iterator, Mapping, NoReturn, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 import tvm
 
 from tirbench.bench.baselines import cudnn_conv2d
@@ -192,6 +192,10 @@ def replay_or_choose(wls: Sequence[Workload], choices: Choices, *, now: bool, ta
     return out
 
 
+#: The ratios labelled on the figure's log axes (every minor tick labelled crowds the labels around 1).
+RATIO_TICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10)
+
+
 def networks_figure(df: pd.DataFrame, nets: Mapping[str, Sequence[ConvLayer]], batches: Mapping[str, int],
                     caption: str) -> plt.Figure:
     """A panel per network of ``nets``: per layer (network order), cuDNN time / TVM time of each config of
@@ -215,8 +219,9 @@ def networks_figure(df: pd.DataFrame, nets: Mapping[str, Sequence[ConvLayer]], b
         ax.axhline(1, color="black", linestyle="--", linewidth=1, label="cuDNN")
         if worst is not None:
             ax.set_yscale("log")
-            for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-                axis(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.annotate(worst[2], (worst[1], worst[0]), fontsize=7, xytext=(5, 3), textcoords="offset points")
         ax.set_xlim(-1, len(net))
         ax.set_title(f"{name}: {len(net)} distinct convolutions", fontsize=10)
