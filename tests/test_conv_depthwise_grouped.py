@@ -8,6 +8,7 @@ takes in one line; shape strings with suffixes read back into their workloads.""
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 
 import pytest
@@ -300,6 +301,37 @@ def test_an_int8_grouped_layer_of_32_channels_a_group_holds_one_channels_taps_at
         with tvm.transform.PassContext(config=record.pass_config):
             report = " | ".join(nvcc_report(device_source(record.apply(wl, cand)), "sm_90a"))
         assert "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+#: Channels-last stencils whose window copies move 16 bytes (``copy_bytes``): fp16 and fp32 depthwise (8 and 4
+#: channels a copy) at stride 1 and at stride 2 with a padding per side, a grouped layer (32 groups of 2), int8
+#: depthwise (NC/32HW32, 40 channels: the last group's lanes past C zero).
+VECTOR_COPY_CASES = {
+    "fp16": (conv2d(2, 16, 10, 12, 16, 3, 3, 1, 1, groups=16, layout="NHWC", dtype="float16"), DEPTHWISE_NHWC, 8),
+    "fp32_s2": (conv2d(1, 8, 11, 9, 8, 3, 3, 2, (0, 1, 0, 1), groups=8, layout="NHWC"), DEPTHWISE_NHWC, 8),
+    "grouped": (conv2d(1, 64, 8, 8, 64, 3, 3, 1, 1, groups=32, layout="NHWC", dtype="float16"), GROUPED_NHWC_STENCIL,
+                16),
+    "int8": (conv2d_int8(1, 40, 9, 9, 40, 3, 3, 1, 1, groups=40, residual=True), INT8_DEPTHWISE, 32),
+}
+
+
+@pytest.mark.parametrize("case", VECTOR_COPY_CASES)
+def test_a_window_copied_in_16_byte_vectors_matches_the_reference_on_llvm_and_loads_16_bytes_in_cuda(case):
+    wl, record, channels = VECTOR_COPY_CASES[case]
+    params = {"tile": (2, 4), "channels": channels, "thread_rows": 1, "copy_bytes": 16}
+    check_on_llvm(wl, record.apply(wl, params))
+    vector_load = re.compile(r"= \*\((uint4|float4|int4)\*\)\(X_ptr")   # 16 bytes: 8 halves, 4 floats, 16 int8
+    assert vector_load.search(device_source(record.apply(wl, params), target_for("sm_90a")))
+    assert not vector_load.search(device_source(record.apply(wl, {**params, "copy_bytes": 0}), target_for("sm_90a")))
+
+
+@pytest.mark.parametrize("wl, record, params, said", [
+    (conv2d(1, 8, 8, 8, 8, groups=8), DEPTHWISE_NCHW, {"copy_bytes": 16}, "copy_bytes=16: an NCHW window's rows"),
+    (conv2d(1, 8, 8, 8, 8, groups=8, layout="NHWC", dtype="float16"), DEPTHWISE_NHWC, {"channels": 4, "copy_bytes": 16},
+     "copy_bytes=16 (8 values)"),
+])
+def test_a_vector_copy_the_window_does_not_take_is_one_line(wl, record, params, said):
+    assert said in refusal(lambda: record.apply(wl, params)) and "\n" not in refusal(lambda: record.apply(wl, params))
 
 
 def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():

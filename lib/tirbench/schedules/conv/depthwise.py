@@ -49,10 +49,12 @@ def depthwise_layout(sch: s_tir.Schedule) -> str:
 
 
 def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), channels: int = 1,
-                     thread_rows: int = 2) -> s_tir.Schedule:
+                     thread_rows: int = 2, copy_bytes: int = 0) -> s_tir.Schedule:
     """The depthwise convolution as a shared-memory stencil (module docstring): a block computes ``tile`` (output
     rows x columns) x ``channels`` output channels, ``tile[0] / thread_rows * tile[1] * channels`` threads each
-    ``thread_rows`` consecutive rows of one column and channel. Any output size; the window must fit 48 KB."""
+    ``thread_rows`` consecutive rows of one column and channel. Any output size; the window must fit 48 KB.
+    ``copy_bytes`` (channels-last layouts; 0: one value a copy): the window's copy moves that many bytes of a pixel's
+    contiguous channels at a time (``vector_window_copy``)."""
     layout = depthwise_layout(sch)
     blk, ext = conv_block(sch, layout)
     (th, tw), params = tile, (("tile[0]", tile[0]), ("tile[1]", tile[1]), ("channels", channels))
@@ -89,14 +91,34 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
             sch.reverse_compute_inline(sch.get_sblock(last))
     taps = sch.cache_read(blk, 1, "local")
     sch.compute_at(taps, rc if grouped else thread)
-    fetch, lane = sch.split(sch.fuse(*sch.get_loops(window)[1:]), factors=[None, threads])
-    sch.bind(lane, "threadIdx.x")
-    sch.unroll(fetch)
+    _copy_window(sch, window, threads, copy_bytes, layout)
     sch.compute_inline(sch.get_sblock("pad"))
     for loop in (vy, ry, rx):
         sch.unroll(loop)
     sch.decompose_reduction(blk, rc if grouped else vy)
     return sch
+
+
+def _copy_window(sch: s_tir.Schedule, window: s_tir.SBlockRV, threads: int, copy_bytes: int, layout: str) -> None:
+    """Spread the window's copy over the block's ``threads``; with ``copy_bytes``, each copy that many bytes of
+    consecutive channels (the window's innermost axis in NHWC and NC/32HW32), split off before the other axes are
+    fused, so that the zero-padding predicate is the same for every value of a vector. A one-line ValueError where
+    the window's channels do not come in such vectors."""
+    *outer, inner = sch.get_loops(window)[1:]
+    if copy_bytes:
+        require_positive_int(copy_bytes, param="copy_bytes")
+        if layout == "NCHW":
+            raise ValueError(f"copy_bytes={copy_bytes}: an NCHW window's rows are not whole vectors (their halo); "
+                             "vector copies take the channels-last layouts")
+        lanes = copy_bytes * 8 // sch.get(window).writes[0].source.dtype.bits
+        require_divides(loop_extent(sch, inner), lanes, param=f"copy_bytes={copy_bytes} ({lanes} values)",
+                        axis="the window's channels")
+        inner, vector = sch.split(inner, factors=[None, lanes])
+    fetch, lane = sch.split(sch.fuse(*outer, inner), factors=[None, threads])
+    sch.bind(lane, "threadIdx.x")
+    sch.unroll(fetch)
+    if copy_bytes:
+        sch.vectorize(vector)
 
 
 def _outputs_a_group(sch: s_tir.Schedule, layout: str, ext: dict[str, int]) -> int:
