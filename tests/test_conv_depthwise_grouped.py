@@ -325,8 +325,19 @@ def test_a_window_copied_in_16_byte_vectors_matches_the_reference_on_llvm_and_lo
     assert not vector_load.search(device_source(record.apply(wl, {**params, "copy_bytes": 0}), target_for("sm_90a")))
 
 
+@pytest.mark.parametrize("case", ["fp16", "grouped"])
+def test_eight_channels_a_thread_match_the_reference_on_llvm_and_store_16_bytes_in_cuda(case):
+    wl, record, channels = VECTOR_COPY_CASES[case]
+    params = {"tile": (2, 4), "channels": channels, "thread_rows": 2, "copy_bytes": 16, "thread_channels": 8}
+    check_on_llvm(wl, record.apply(wl, params))
+    assert "*(uint4*)(Y_ptr" in device_source(record.apply(wl, params), target_for("sm_90a"))
+
+
 @pytest.mark.parametrize("wl, record, params, said", [
     (conv2d(1, 8, 8, 8, 8, groups=8), DEPTHWISE_NCHW, {"copy_bytes": 16}, "copy_bytes=16: an NCHW window's rows"),
+    (conv2d(1, 8, 8, 8, 8, groups=8), DEPTHWISE_NCHW, {"thread_channels": 2}, "thread_channels=2: NCHW threads run"),
+    (conv2d(1, 8, 8, 8, 8, groups=8, layout="NHWC"), DEPTHWISE_NHWC, {"channels": 8, "thread_channels": 3},
+     "thread_channels"),
     (conv2d(1, 8, 8, 8, 8, groups=8, layout="NHWC", dtype="float16"), DEPTHWISE_NHWC, {"channels": 4, "copy_bytes": 16},
      "copy_bytes=16 (8 values)"),
 ])

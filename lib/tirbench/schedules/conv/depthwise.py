@@ -18,7 +18,9 @@ channel's loop outside the rows), and stores them (float16: rounded on the store
 accumulators, requantized on the store by the workload's epilogue).
 
 Threads run along the contiguous axis: output columns in NCHW (a warp reads one window row and stores one output row),
-channels in NHWC (a warp reads and stores ``channels`` contiguous values of a pixel). Where a tile does not divide the
+channels in NHWC (a warp reads and stores ``channels`` contiguous values of a pixel). In the channels-last layouts the
+window's copy can move 16 bytes of a pixel's channels at a time (``copy_bytes``), and a thread can sum several
+consecutive channels and store them as one vector (``thread_channels``). Where a tile does not divide the
 output, the edge blocks' threads past it are predicated off. No cp.async, no tensor cores: any CUDA GPU.
 """
 from __future__ import annotations
@@ -49,12 +51,13 @@ def depthwise_layout(sch: s_tir.Schedule) -> str:
 
 
 def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), channels: int = 1,
-                     thread_rows: int = 2, copy_bytes: int = 0) -> s_tir.Schedule:
+                     thread_rows: int = 2, copy_bytes: int = 0, thread_channels: int = 1) -> s_tir.Schedule:
     """The depthwise convolution as a shared-memory stencil (module docstring): a block computes ``tile`` (output
     rows x columns) x ``channels`` output channels, ``tile[0] / thread_rows * tile[1] * channels`` threads each
     ``thread_rows`` consecutive rows of one column and channel. Any output size; the window must fit 48 KB.
     ``copy_bytes`` (channels-last layouts; 0: one value a copy): the window's copy moves that many bytes of a pixel's
-    contiguous channels at a time (``vector_window_copy``)."""
+    contiguous channels at a time (``_copy_window``). ``thread_channels`` (channels-last layouts): each thread sums
+    that many consecutive output channels and stores them as one vector."""
     layout = depthwise_layout(sch)
     blk, ext = conv_block(sch, layout)
     (th, tw), params = tile, (("tile[0]", tile[0]), ("tile[1]", tile[1]), ("channels", channels))
@@ -66,18 +69,23 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     if ext["c"] > 1 and channels > 1 and channels % (per_group := _outputs_a_group(sch, layout, ext)):
         raise ValueError(f"channels={channels}: a block of a grouped layer takes one output channel or whole groups "
                          f"(a multiple of its {per_group} output channels a group)")
-    threads = th // thread_rows * tw * channels
-    require_threads(threads, param="tile[0]/thread_rows*tile[1]*channels")
+    require_positive_int(thread_channels, param="thread_channels")
+    if layout == "NCHW" and thread_channels > 1:
+        raise ValueError(f"thread_channels={thread_channels}: NCHW threads run along output columns; several "
+                         "channels a thread take the channels-last layouts")
+    require_divides(channels, thread_channels, param="thread_channels", axis="channels")
+    threads = th // thread_rows * tw * channels // thread_channels
+    require_threads(threads, param="tile[0]/thread_rows*tile[1]*channels/thread_channels")
     if layout == "NCHW":
         n, k, y, x, rc, ry, rx = sch.get_loops(blk)
     else:
         n, y, x, k, ry, rx, rc = sch.get_loops(blk)
-    bk, tk = sch.split(k, factors=[None, channels])
+    bk, tk, vk = sch.split(k, factors=[None, channels // thread_channels, thread_channels])
     by, ty, vy = sch.split(y, factors=[None, th // thread_rows, thread_rows])
     bx, tx = sch.split(x, factors=[None, tw])
     lanes = (tk, ty, tx) if layout == "NCHW" else (ty, tx, tk)   # the contiguous axis innermost
     grouped = ext["c"] > 1   # a group's channels outermost, so a thread holds one channel's taps at a time
-    sch.reorder(n, bk, by, bx, *lanes, *((rc, vy) if grouped else (vy, rc)), ry, rx)
+    sch.reorder(n, bk, by, bx, *lanes, *((rc, vy) if grouped else (vy, rc)), vk, ry, rx)
     thread = sch.fuse(*lanes)
     sch.bind(thread, "threadIdx.x")
     window = sch.cache_read(blk, 0, "shared")
@@ -89,11 +97,13 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     for last in ("cast", "epilogue"):   # float16: round the float32 accumulators on the store; int8: requantize them
         if has_block(sch, last):
             sch.reverse_compute_inline(sch.get_sblock(last))
+    if thread_channels > 1:   # the store: a thread's channels of a pixel are contiguous
+        sch.vectorize(sch.get_loops(acc)[-1])
     taps = sch.cache_read(blk, 1, "local")
     sch.compute_at(taps, rc if grouped else thread)
     _copy_window(sch, window, threads, copy_bytes, layout)
     sch.compute_inline(sch.get_sblock("pad"))
-    for loop in (vy, ry, rx):
+    for loop in (vy, vk, ry, rx):
         sch.unroll(loop)
     sch.decompose_reduction(blk, rc if grouped else vy)
     return sch

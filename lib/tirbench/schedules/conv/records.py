@@ -190,6 +190,10 @@ DEPTHWISE_NHWC = KernelRecord(
         {"tile": (4, 4), "channels": 64, "thread_rows": 2},
         {"tile": (2, 8), "channels": 64, "thread_rows": 2},
         {"tile": (8, 8), "channels": 16, "thread_rows": 4},
+    ) + (   # 8 channels a thread: fp16's store one 16-byte vector
+        {"tile": (8, 8), "channels": 64, "thread_rows": 2, "copy_bytes": 16, "thread_channels": 8},
+        {"tile": (4, 16), "channels": 32, "thread_rows": 2, "copy_bytes": 16, "thread_channels": 8},
+        {"tile": (7, 7), "channels": 32, "thread_rows": 1, "copy_bytes": 16, "thread_channels": 8},
     ), needs=())
 DEPTHWISE: tuple[KernelRecord, ...] = (DEPTHWISE_NCHW, DEPTHWISE_NHWC)
 #: Grouped layers (1 < groups < C) on the same stencil, each output channel summing its group's C / groups input

@@ -136,7 +136,7 @@ def depthwise_score(wl: Workload, cand: Mapping[str, Any]) -> float:
     rows, cols = ((t - 1) * st + d * (w - 1) + 1 for t, st, d, w in
                   ((th, g.stride[0], g.dilation[0], z["r"]), (tw, g.stride[1], g.dilation[1], z["s"])))
     halo = rows * cols * -(-ch * z["c"] // z["k"]) / (th * tw * ch)   # the input channels ch output channels read
-    threads = th // cand["thread_rows"] * tw * ch
+    threads = th // cand["thread_rows"] * tw * ch // cand.get("thread_channels", 1)
     waves = z["n"] * math.prod(per) / (SMS * max(1, min(16, 2048 // threads)))
     return useful * (waves / math.ceil(waves) if waves >= 1 else waves) / halo
 
