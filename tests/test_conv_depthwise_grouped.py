@@ -356,9 +356,9 @@ def test_the_depthwise_kernel_copies_its_window_to_shared_memory_once():
     (conv2d(1, 96, 56, 56, 96, 7, 7, 1, 3, groups=96, dtype="float16"), ["depthwise_nchw"]),
     (conv2d(1, 128, 56, 56, 128, groups=32), ["nchw_grouped_gemm", "grouped_nchw_stencil"]),
     (conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
-     ["nhwc_grouped_gemm", "grouped_nhwc_stencil"]),
+     ["nhwc_grouped_mma", "nhwc_grouped_gemm", "grouped_nhwc_stencil"]),
     (conv2d(32, 256, 56, 56, 256, 3, 3, 2, 1, groups=32, layout="NHWC", dtype="float16"),
-     ["nhwc_grouped_gemm", "grouped_nhwc_stencil"]),
+     ["nhwc_grouped_mma", "nhwc_grouped_gemm", "grouped_nhwc_stencil"]),
     (conv2d(1, 256, 28, 28, 256, groups=32, layout="NHWC"), ["grouped_nhwc_stencil"]),   # no fp32 NHWC grouped GEMM
     (conv2d(1, 256, 28, 28, 256, groups=32, dtype="float16"), ["grouped_nchw_stencil"]),
     (conv2d(1, 512, 28, 28, 512, pad=2, dilation=2), ["nchw_gemm"]),

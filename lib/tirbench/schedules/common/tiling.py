@@ -25,11 +25,12 @@ MAX_SHARED_BYTES = current_gpu().shared_memory_per_block
 REGISTERS_PER_SM = current_gpu().registers_per_sm
 
 
-def gemm_block(sch: s_tir.Schedule, name: str = "C") -> tuple[s_tir.SBlockRV, int, int, int]:
+def gemm_block(sch: s_tir.Schedule, name: str = "C", *, batch: bool = False) -> tuple[s_tir.SBlockRV, int, int, int]:
     """The GEMM-shaped block ``name`` (loops m, n, k; "C" in a GEMM, "conv" once ``conv2d_as_gemm`` reindexed a
-    convolution) and the extents (m, n, k) of its loops."""
+    convolution) and the extents (m, n, k) of its loops. ``batch``: a batch loop comes first (a batched GEMM, one
+    per group of a grouped convolution: ``conv.simt_gemm.nhwc_grouped_as_gemm``)."""
     blk = sch.get_sblock(name)
-    m, n, k = (loop_extent(sch, loop) for loop in sch.get_loops(blk))
+    m, n, k = (loop_extent(sch, loop) for loop in sch.get_loops(blk)[int(batch):])
     return blk, m, n, k
 
 

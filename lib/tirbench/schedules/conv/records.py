@@ -10,6 +10,7 @@ from tirbench.schedules.common.record import Accepts, KernelRecord, takes, turin
 from tirbench.schedules.common.tiling import SIMT_ASYNC_CONFIG
 from tirbench.schedules.conv.depthwise import conv2d_depthwise
 from tirbench.schedules.conv.direct import conv2d_hwcn_classic, conv2d_hwcn_implicit_gemm, conv2d_nchw_splitk
+from tirbench.schedules.conv.grouped_mma import conv2d_nhwc_grouped_mma
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, conv2d_nhwc_wgmma, conv2d_nhwc_wmma
 from tirbench.schedules.conv.int8 import conv2d_int8_mma, conv2d_int8_wgmma, conv2d_int8_wmma
 from tirbench.schedules.conv.tma_ws import conv2d_int8_tma_ws, conv2d_nhwc_tma_ws
@@ -147,6 +148,21 @@ NHWC_GROUPED_GEMM = KernelRecord(
         {"block_tile": (64, 32), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 16, "stages": 3},
         {"block_tile": (128, 32), "warp_tile": (16, 32), "thread_tile": (4, 4), "tile_k": 32, "stages": 3},
     ), needs=("cp_async",))
+#: ... and on mma.sync as the same batched implicit GEMM (``conv.grouped_mma``: the group on blockIdx.y): 32-channel
+#: groups in 32-column tiles (k tiles of 32: 16-byte im2col fills), 16-channel groups in 16-column tiles with k tiles
+#: of 16 (16-byte fills; one warp, the 16 x 16 filter tile's fetch allows no more), 4- and 8-channel groups in
+#: 16-column tiles (zero filter columns past the group) with k tiles of 32 (element fills). Not yet timed.
+NHWC_GROUPED_MMA = KernelRecord(
+    "nhwc_grouped_mma", conv2d_nhwc_grouped_mma,
+    {"block_tile": (128, 32), "warp_tile": (32, 32), "tile_k": 32, "stages": 4},
+    takes_groups("conv", ("float16",), ("NHWC",), "below C"), CONV_TC_CONFIG, candidates=(
+        {"block_tile": (128, 32), "warp_tile": (32, 32), "tile_k": 32, "stages": 4},
+        {"block_tile": (64, 32), "warp_tile": (32, 32), "tile_k": 32, "stages": 4},
+        {"block_tile": (64, 32), "warp_tile": (64, 16), "tile_k": 16, "stages": 6},
+        {"block_tile": (128, 16), "warp_tile": (128, 16), "tile_k": 16, "stages": 4},
+        {"block_tile": (64, 16), "warp_tile": (64, 16), "tile_k": 16, "stages": 4},
+        {"block_tile": (128, 16), "warp_tile": (64, 16), "tile_k": 32, "stages": 4},
+    ), needs=("ldmatrix", "mma_m16n8k16", "cp_async"))
 SIMT_GEMM: tuple[KernelRecord, ...] = (NCHW_GEMM, NHWC_GEMM)
 
 

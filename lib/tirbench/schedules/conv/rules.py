@@ -16,8 +16,8 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
 - Grouped layers (1 < groups < C): the depthwise stencil, each output channel's sum over its group's channels too
   (``GROUPED_NCHW_STENCIL``, ``GROUPED_NHWC_STENCIL``, int8 ``INT8_GROUPED`` where C and K are multiples of 32),
   ranked as the depthwise tilings; float32 NCHW and float16 NHWC ones also the implicit GEMM batched over the groups
-  (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``), tiles ranked by how one group's GEMM, the groups side by side,
-  fills the SMs.
+  (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``; float16 NHWC also on mma.sync, ``NHWC_GROUPED_MMA``), tiles ranked
+  by how one group's GEMM, the groups side by side, fills the SMs.
 - A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them, and the
   tensor-core implicit GEMMs on the layer's own blocks (``NHWC_WGMMA``, ``NHWC_MMA``, ``NHWC_WMMA``, ``INT8_WGMMA``,
   ``INT8_MMA``, ``SM75_INT8_WMMA``); split-K, HWCN and the TMA kernels do not. A layer no family takes is refused
@@ -58,7 +58,8 @@ from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, GRO
                                              GROUPED_NHWC_STENCIL, HWCN_HOPPER, INT8_DEPTHWISE, INT8_GROUPED,
                                              INT8_MMA,
                                              INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM,
-                                             NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_GROUPED_GEMM, NHWC_MMA,
+                                             NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_GROUPED_GEMM,
+                                             NHWC_GROUPED_MMA, NHWC_MMA,
                                              NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN, SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM,
                                              SM75_NHWC_GEMM, SM75_NHWC_GROUPED_GEMM, SM75_WINOGRAD,
                                              TENSOR_CORE_TURING, WINOGRAD)
@@ -75,8 +76,8 @@ DEPTHWISE_BY_LAYOUT = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC, "NCHW32":
 GROUPED_STENCIL_BY_LAYOUT = {"NCHW": GROUPED_NCHW_STENCIL, "NHWC": GROUPED_NHWC_STENCIL, "NCHW32": INT8_GROUPED}
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
 ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, GROUPED_NCHW_STENCIL, GROUPED_NHWC_STENCIL, INT8_GROUPED,
-            NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_GEMM, HWCN_HOPPER, NHWC_WGMMA,
-            NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
+            NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_MMA, NHWC_GROUPED_GEMM, HWCN_HOPPER,
+            NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
             *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
@@ -280,7 +281,8 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
             v = gemm_view(wl)   # NCHW: one group's GEMM has its output channels as rows, the pixels as columns
             gemms = _grouped_records(wl, keep, GemmView(v.n, v.m, v.k), (NCHW_GROUPED_GEMM,), (SM75_NCHW_GROUPED_GEMM,))
         elif NHWC_GROUPED_GEMM.accepts(wl) is None:   # NHWC: rows the pixels, as ``gemm_view``
-            gemms = _grouped_records(wl, keep, gemm_view(wl), (NHWC_GROUPED_GEMM,), (SM75_NHWC_GROUPED_GEMM,))
+            gemms = _grouped_records(wl, keep, gemm_view(wl), (NHWC_GROUPED_MMA, NHWC_GROUPED_GEMM),
+                                     (SM75_NHWC_GROUPED_GEMM,))
         if not gemms:
             return _depthwise_records(wl, keep, stencil)
         return gemms + [r for r in _depthwise_records(wl, keep, stencil, required=False) if r.candidates or not keep]

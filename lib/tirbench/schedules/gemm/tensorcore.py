@@ -78,9 +78,12 @@ def _warp_tiled_nest(sch: s_tir.Schedule, blk: s_tir.SBlockRV, block_tile: tuple
                      raster: int) -> tuple[s_tir.SBlockRV, s_tir.LoopRV, s_tir.LoopRV, s_tir.LoopRV]:
     """The loop nest of the warp-tiled kernels (v6, v7, int8 mma): 16 x 16 x ``k_step`` products blockized
     (``"<block>_o"``), block tile -> blockIdx.x (rasterized), warp tile -> threadIdx.y, k in ``tile_k`` tiles of
-    ``k_step`` steps; returns (the product block, the k-tile loop, the k-step loop, the warp loop)."""
+    ``k_step`` steps, a batch loop before m, n, k (a batched GEMM) -> blockIdx.y; returns (the product block, the
+    k-tile loop, the k-step loop, the warp loop)."""
     (bm, bn), (wm, wn) = block_tile, warp_tile
-    i, j, kk = sch.get_loops(blk)
+    *batch, i, j, kk = sch.get_loops(blk)
+    for loop in batch:
+        sch.bind(loop, "blockIdx.y")
     i, i16 = sch.split(i, factors=[None, 16])
     j, j16 = sch.split(j, factors=[None, 16])
     kk, k_in = sch.split(kk, factors=[None, k_step])
@@ -111,6 +114,12 @@ def _lanes_16x32(r, c):
     return (r // 16, c // 32, *tc.shared_16x32_to_ldmatrix_32x16_layout(r % 16, c % 32))
 
 
+def _after_batch(layout: Callable) -> Callable:
+    """``layout`` of a tile's (row, column) applied to the last two axes of a buffer, its batch axes (a batched
+    GEMM's) kept in front."""
+    return lambda *ix: (*ix[:-2], *layout(*ix[-2:]))
+
+
 def _tensorize_warp_tile(sch: s_tir.Schedule, block: str, frags: tuple[s_tir.SBlockRV, ...], k_step: int,
                          intrins: dict[str, str], lanes: tuple[Callable, Callable] | None) -> None:
     """Tensorize a warp-tiled kernel: the A/B fragment loads (``frags[:2]``, in 16 x ``k_step`` tiles), the fill,
@@ -121,9 +130,9 @@ def _tensorize_warp_tile(sch: s_tir.Schedule, block: str, frags: tuple[s_tir.SBl
     store = split_tile(sch, acc, 16, 16)
     if lanes is not None:
         operand, accumulator = lanes
-        sch.transform_layout(frag_a, ("write", 0), operand)
-        sch.transform_layout(frag_b, ("write", 0), operand)
-        sch.transform_layout(acc, ("read", 0), accumulator)
+        sch.transform_layout(frag_a, ("write", 0), _after_batch(operand))
+        sch.transform_layout(frag_b, ("write", 0), _after_batch(operand))
+        sch.transform_layout(acc, ("read", 0), _after_batch(accumulator))
     sch.tensorize(load_a, intrins["load_a"])
     sch.tensorize(load_b, intrins["load_b"])
     sch.tensorize(sch.get_loops(sch.get_sblock(f"{block}_init"))[-2], intrins["init"])
@@ -176,7 +185,7 @@ def _stage_padded_tiles(sch: s_tir.Schedule, tile: s_tir.SBlockRV, ko: s_tir.Loo
 
 def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int], warp_tile: tuple[int, int],
                  tile_k: int, stages: int, async_copy: bool, raster: int = 1,
-                 prefetch: str = "none", block: str = "C") -> s_tir.Schedule:
+                 prefetch: str = "none", block: str = "C", batch: bool = False) -> s_tir.Schedule:
     """Tensor-core GEMM on 16x16x16 tiles: wmma fragments, or (``mma``) ldmatrix + mma.sync m16n8k16.
 
     Block tile -> warps, each accumulating a ``warp_tile`` of C in 16x16 fragments. A/B tiles of ``tile_k``
@@ -184,8 +193,9 @@ def _tensor_core(sch: s_tir.Schedule, *, mma: bool, block_tile: tuple[int, int],
     fragments are loaded per 16-deep k step, accumulators are stored straight to C. ``prefetch`` (``mma`` only,
     see ``PREFETCH``): how far ahead of the math the fragment loads run. Any m, n, k (C in global memory): a tile
     that does not divide its extent pads the iteration space to the tiles (``tirbench.schedules.common.padding``).
+    ``batch``: the block is a batched GEMM (loops batch, m, n, k), the batch on blockIdx.y.
     """
-    blk, m, n, _ = gemm_block(sch, block)
+    blk, m, n, _ = gemm_block(sch, block, batch=batch)
     _require_float16(sch, blk, kernel="tensor cores need")
     c_scope = sch.get(blk).writes[0].source.scope()  # global, or shared where an epilogue copies C out
     warps = _require_fp16_tiles(sch, block, mma=mma, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k,
@@ -222,13 +232,15 @@ def gemm_v6_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128
 
 def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                 warp_tile: tuple[int, int] = (64, 64), tile_k: int = 32, stages: int = 3,
-                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step", block: str = "C") -> s_tir.Schedule:
+                async_copy: bool = True, raster: int = 1, prefetch: str = "k_step", block: str = "C",
+                batch: bool = False) -> s_tir.Schedule:
     """fp16 tensor cores through ldmatrix + mma.sync m16n8k16: cp.async copies into a ``stages``-deep
     shared-memory pipeline, fragment loads ahead of the math (``prefetch``, default one k step: see
     ``PREFETCH``). ``raster``: blocks ordered in groups of that many block rows, for L2 reuse. Any m, n, k, at the
-    costs ``gemm_v6_wmma`` lists."""
+    costs ``gemm_v6_wmma`` lists. ``batch``: a batched GEMM block (loops batch, m, n, k; the batch on blockIdx.y),
+    as the grouped convolution's (``conv.grouped_mma``)."""
     return _tensor_core(sch, mma=True, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages,
-                        async_copy=async_copy, raster=raster, prefetch=prefetch, block=block)
+                        async_copy=async_copy, raster=raster, prefetch=prefetch, block=block, batch=batch)
 
 
 def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV], ko: s_tir.LoopRV,
