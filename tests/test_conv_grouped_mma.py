@@ -16,7 +16,7 @@ from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.errors import refusal
 from tirbench.schedules.conv.grouped_mma import conv2d_nhwc_grouped_mma
 from tirbench.schedules.conv.records import NHWC_GROUPED_MMA
-from tirbench.schedules.conv.rules import rule_records
+from tirbench.schedules.conv.rules import rule_records, vector_fill
 from tirbench.workloads import conv2d
 
 def resnext(c: int, hw: int, stride: int = 1, dtype: str = "float16"):
@@ -67,3 +67,9 @@ def test_nvcc_builds_resnext_grouped_layers_with_16_byte_im2col_fills_and_no_spi
 def test_the_rules_offer_it_before_the_simt_batched_gemm_and_the_stencil():
     assert [r.name for r in rule_records(resnext(1024, 14, 2))] == ["nhwc_grouped_mma", "nhwc_grouped_gemm",
                                                                     "grouped_nhwc_stencil"]
+
+
+@pytest.mark.parametrize("c, tile_k, vector", [(512, 16, True), (256, 16, False), (1024, 32, True), (128, 32, True)])
+def test_vector_fill_reads_a_groups_channels(c, tile_k, vector):
+    """16 channels a group in k tiles of 16 fill whole vectors, 8 do not; 4 (not in 8s) copy elements with any tile."""
+    assert vector_fill(resnext(c, 14), NHWC_GROUPED_MMA, {"tile_k": tile_k}) is vector

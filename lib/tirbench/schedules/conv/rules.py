@@ -84,6 +84,8 @@ ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, GROUPED_NCHW_STENCIL
 SMS = current_gpu().sm_count
 #: Candidates kept per family.
 KEEP = 4
+#: The fp16 NHWC tensor-core implicit GEMMs whose im2col tile is filled from X by k tiles (``vector_fill``).
+IM2COL_FAMILIES = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS, *TENSOR_CORE_TURING, NHWC_GROUPED_MMA)
 #: The k tile of the fp16 wgmma families (``conv2d_nhwc_wgmma``, ``conv.tma_ws``: a 128-byte swizzled row of halves).
 WGMMA_TILE_K = 64
 #: Static shared memory a SIMT kernel may use per block (bytes).
@@ -225,15 +227,17 @@ def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
 
 
 def vector_fill(wl: Workload, record: KernelRecord, cand: Mapping[str, Any]) -> bool:
-    """Whether the fp16 NHWC implicit GEMM's im2col fill copies 16 bytes at a time with ``record``'s ``cand``: a 1x1
-    window, or a k tile (the candidate's ``tile_k``; wgmma's 64) that divides the input channels. Otherwise a k tile
-    spans two kernel taps and TVM's vectorizer cannot see 8 contiguous channels: 2-byte synchronous loads (Inception's
-    80-channel 3x3 in k tiles of 64: 4.3x slower than cuDNN; in k tiles of 16, 16-byte cp.async copies). Channels that
-    do not come in 8s copy elements with every tile, and other layers and families have no such fill: True."""
+    """Whether the im2col fill of an fp16 NHWC tensor-core implicit GEMM (``IM2COL_FAMILIES``) copies 16 bytes at a
+    time with ``record``'s ``cand``: a 1x1 window, or a k tile (the candidate's ``tile_k``; wgmma's 64) that divides
+    the channels (a group's, in a grouped layer). Otherwise a k tile spans two kernel taps and TVM's vectorizer cannot
+    see 8 contiguous channels: 2-byte synchronous loads (Inception's 80-channel 3x3 in k tiles of 64: 4.3x slower than
+    cuDNN; in k tiles of 16, 16-byte cp.async copies). Channels that do not come in 8s copy elements with every tile,
+    and other families have no such fill: True."""
     z = wl.sizes
-    if wl.name != "conv2d" or wl.dtype != "float16" or wl.layout != "NHWC" or z["c"] % VECTOR:
+    channels = z["c"] // geometry_of(wl).groups
+    if record not in IM2COL_FAMILIES or channels % VECTOR:
         return True
-    return z["r"] * z["s"] == 1 or z["c"] % record.params(cand).get("tile_k", WGMMA_TILE_K) == 0
+    return z["r"] * z["s"] == 1 or channels % record.params(cand).get("tile_k", WGMMA_TILE_K) == 0
 
 
 def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *, view: GemmView | None = None,
