@@ -173,9 +173,9 @@ def test_fp16_nhwc_grouped_gemm_matches_the_reference_on_llvm(case):
 def test_the_rules_fp16_grouped_candidates_match_the_reference_on_llvm():
     wl = conv2d(2, 128, 7, 7, 128, groups=8, layout="NHWC", dtype="float16")   # 16 channels a group
     records = rule_records(wl, keep=2)
-    assert [(r.name, len(r.candidates)) for r in records] == [(NHWC_GROUPED_GEMM.name, 2),
+    assert [(r.name, len(r.candidates)) for r in records] == [("nhwc_grouped_mma", 2), (NHWC_GROUPED_GEMM.name, 2),
                                                                (GROUPED_NHWC_STENCIL.name, 2)]
-    for record in records:
+    for record in records[1:]:   # the SIMT ones (llvm has no tensor cores: nhwc_grouped_mma's own tests)
         for cand in record.candidates:
             check_on_llvm(wl, record.apply(wl, cand))
 

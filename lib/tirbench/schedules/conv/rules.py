@@ -233,9 +233,11 @@ def vector_fill(wl: Workload, record: KernelRecord, cand: Mapping[str, Any]) -> 
     see 8 contiguous channels: 2-byte synchronous loads (Inception's 80-channel 3x3 in k tiles of 64: 4.3x slower than
     cuDNN; in k tiles of 16, 16-byte cp.async copies). Channels that do not come in 8s copy elements with every tile,
     and other families have no such fill: True."""
+    if record not in IM2COL_FAMILIES:
+        return True
     z = wl.sizes
     channels = z["c"] // geometry_of(wl).groups
-    if record not in IM2COL_FAMILIES or channels % VECTOR:
+    if channels % VECTOR:
         return True
     return z["r"] * z["s"] == 1 or channels % record.params(cand).get("tile_k", WGMMA_TILE_K) == 0
 
