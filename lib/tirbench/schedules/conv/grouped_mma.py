@@ -24,7 +24,7 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import loop_extent
 from tirbench.schedules.common.tiling import WARP, has_block, split_threads
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.conv.implicit_gemm import VECTOR, inline_im2col, input_fill_block
+from tirbench.schedules.conv.implicit_gemm import VECTOR, element_copies, inline_im2col, input_fill_block
 from tirbench.schedules.conv.simt_gemm import nhwc_grouped_as_gemm, output_copy
 from tirbench.schedules.gemm.tensorcore import gemm_v7_mma
 
@@ -43,11 +43,6 @@ def _filter_fill_block(sch: s_tir.Schedule) -> s_tir.SBlockRV:
     padded the group's columns or k)."""
     return sch.get_sblock(next(name for name in ("W_reindex_shared.dyn", "W_reindex_pad_shared.dyn")
                                if has_block(sch, name)))
-
-
-def _element_copies(sch: s_tir.Schedule, fill: s_tir.SBlockRV) -> None:
-    """Unroll the 16-byte vector copy of shared-memory fill ``fill`` into element copies."""
-    sch.unroll(sch.get_loops(fill)[-1])
 
 
 def _epilogue(sch: s_tir.Schedule, warps: int, vector: int) -> None:
@@ -77,9 +72,9 @@ def conv2d_nhwc_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     vector = next(v for v in (VECTOR, 4, 2, 1) if kg % v == 0)
     _require_epilogue(block_tile[0], min(block_tile[1], kg), warps, vector)
     if cg % tile_k:
-        _element_copies(sch, input_fill_block(sch))
+        element_copies(sch)
     if kg % VECTOR:
-        _element_copies(sch, _filter_fill_block(sch))
+        element_copies(sch, _filter_fill_block(sch))
     inline_im2col(sch)
     _epilogue(sch, warps, vector)
     return sch

@@ -155,9 +155,9 @@ def fill_gathers(sch: s_tir.Schedule, channel_block: int) -> bool:
     return channel_block % VECTOR != 0 and ext["r"] * ext["s"] * ext["c"] % VECTOR == 0
 
 
-def element_copies(sch: s_tir.Schedule) -> None:
-    """Unroll the im2col fill's vector into element copies (see ``fill_gathers``)."""
-    loop = sch.get_loops(input_fill_block(sch))[-1]
+def element_copies(sch: s_tir.Schedule, fill: s_tir.SBlockRV | None = None) -> None:
+    """Unroll a shared-memory fill's vector (default: the im2col fill's, see ``fill_gathers``) into element copies."""
+    loop = sch.get_loops(fill if fill is not None else input_fill_block(sch))[-1]
     if sch.get(loop).kind == tirx.ForKind.VECTORIZED:
         sch.unroll(loop)
 
