@@ -55,8 +55,8 @@ def test_latest_run_where_takes_the_newest_run_that_measured_it_whole(tmp_path):
 
 def test_prune_drops_only_runs_whose_every_row_was_measured_again(tmp_path):
     """Four runs: r1 measured v1 and v2, r2 only v1, r3 on another GPU, r4 v1 again. r1 still holds the newest v2 and
-    r3 the other GPU's v1 (the overview's); r2's only row is superseded by r4's and it is not among the 2 most recent
-    (r3, r4): dropped, every other line kept byte for byte."""
+    r3 the other GPU's v1 (the overview's); r2's only row is superseded by r4's and it is not the most recent
+    (r4): dropped, every other line kept byte for byte."""
     path = tmp_path / "results.csv"
     day = "2026-11-2{}T00:00:00+00:00".format
     append_rows(path, [row("r1", day(1)), row("r1", day(1), variant="v2"), row("r2", day(2)),

@@ -40,8 +40,8 @@ RUN_FIELDS = COLUMNS[:5]
 
 #: What a row measures: a later row of the same key supersedes it (per GPU: notebook 00 shows each GPU's latest).
 ROW_KEY = ["gpu", "arch", "workload", "shape", "dtype", "variant", "provider"]
-#: The most recent runs a results CSV keeps whatever later runs measured.
-KEEP_RUNS = 2
+#: The most recent runs a results CSV keeps whatever later runs measured (`rerun` reads older ones from git).
+KEEP_RUNS = 1
 
 #: ``provider`` values a row may carry.
 PROVIDERS = ("tvm", "metaschedule", "cublas", "cublaslt", "cudnn", "torch")
