@@ -33,6 +33,18 @@ def test_a_network_is_one_task_per_layer_with_the_options_on_each(tmp_path):
     assert first[10:] == ("--space", "rules", "--trials", "32", "--db", str(tmp_path))
 
 
+def test_the_longest_tasks_go_first():
+    """The 7x7 stem first, then the 3x3 layers by flops, the 1x1 layers last; equal weights in their order."""
+    tasks, _ = spread.split_tasks(["resnet50", "--trials", "32"])
+    order = [t for _, t in sorted(zip(spread.priorities(tasks), tasks), key=lambda pt: -pt[0])]
+    taps = [t.weight[0] for t in order]
+    assert order[0] is tasks[0] and taps == sorted(taps, reverse=True) and taps[1] == 9 and taps[-1] == 1
+    threes = [t.weight[1] for t in order if t.weight[0] == 9]
+    assert threes == sorted(threes, reverse=True) and len(set(spread.priorities(tasks))) == len(tasks)
+    same = [spread.Task(str(i), (), Path("."), (1, 5)) for i in range(3)]
+    assert spread.priorities(same) == [3, 2, 1]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["gemm", "32", "32", "--trials", "2"], "gemm takes groups of 3 sizes"),
     (["gemm", "--trials", "2", "32", "32", "32"], "put the options after the sizes"),

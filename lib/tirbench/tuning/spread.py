@@ -60,6 +60,9 @@ class Task:
     name: str
     argv: tuple[str, ...]
     work_dir: Path
+    #: How long it is expected to take against the others: its filter taps (a 3x3 layer's task took 9-11 s on one
+    #: H200, a 1x1 layer's ~6 s; ``docs/tuning.md``), then its flops.
+    weight: tuple[int, int] = (1, 0)
 
 
 def network_argv(name: str) -> list[str]:
@@ -88,14 +91,24 @@ def split_tasks(argv: list[str]) -> tuple[list[Task], argparse.Namespace]:
     workloads, run = cli.start_run(a)
     options, group = argv[1 + len(a.sizes):], len(a.sizes) // len(workloads)
     tasks = [Task(f"{wl.name} {wl.shape}", (a.workload, *map(str, a.sizes[i * group:(i + 1) * group]), *options),
-                  run.work_dir(wl)) for i, wl in enumerate(workloads)]
+                  run.work_dir(wl), (wl.sizes.get("r", 1) * wl.sizes.get("s", 1), wl.flops))
+             for i, wl in enumerate(workloads)]
     return tasks, a
+
+
+def priorities(tasks: list[Task]) -> list[int]:
+    """Dask priorities (higher first) that start the longest tasks first (``Task.weight``), so that the last task
+    to end on each GPU is a short one; equal weights keep their order."""
+    order = sorted(range(len(tasks)), key=lambda i: tasks[i].weight, reverse=True)
+    rank = {i: r for r, i in enumerate(order)}
+    return [len(tasks) - rank[i] for i in range(len(tasks))]
 
 
 class LocalCluster(Children):
     """A Dask scheduler on this host and one worker per entry of ``devices`` (``CUDA_VISIBLE_DEVICES`` set to it,
-    one task at a time, on ``task_cores`` cores: its build processes and search threads); ``with LocalCluster(...) as c:`` starts them and stops
-    them (``processes.Children``, logs under ``log_dir``); ``c.scheduler_file`` is what a client connects with."""
+    one task at a time, on ``task_cores`` cores: its build processes and search threads); ``with LocalCluster(...)
+    as c:`` starts them and stops them (``processes.Children``, logs under ``log_dir``); ``c.scheduler_file`` is what
+    a client connects with."""
 
     def __init__(self, *, devices: list[str], task_cores: int, log_dir: Path):
         super().__init__(log_dir)
@@ -116,8 +129,8 @@ class LocalCluster(Children):
 
 
 def tune_tasks(client, tasks: list[Task], trials: int, log_dir: Path) -> tuple[list[dict], list[str]]:
-    """Submit every task (one GPU each) and wait, one progress bar per worker and one overall (trials in the
-    databases); returns the finished tasks' results and one line per failed task."""
+    """Submit every task (one GPU each, the longest first: ``priorities``) and wait, one progress bar per worker and
+    one overall (trials in the databases); returns the finished tasks' results and one line per failed task."""
     from distributed import as_completed
     from tqdm.std import tqdm
 
@@ -125,7 +138,8 @@ def tune_tasks(client, tasks: list[Task], trials: int, log_dir: Path) -> tuple[l
 
     log_dir.mkdir(parents=True, exist_ok=True)
     futures = {client.submit(run_task, list(t.argv), str(log_dir / f"task-{i:02d}.log"), key=f"tune-{i:02d}",
-                             resources={"GPU": 1}, pure=False): t for i, t in enumerate(tasks)}
+                             resources={"GPU": 1}, pure=False, priority=p): t
+               for i, (t, p) in enumerate(zip(tasks, priorities(tasks)))}
     by_key = {f.key: t for f, t in futures.items()}
     workers = sorted(client.scheduler_info()["workers"])
     overall = tqdm(total=trials * len(tasks), desc="all tasks", unit="trial", position=0, dynamic_ncols=True)

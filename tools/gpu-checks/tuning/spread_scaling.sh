@@ -4,7 +4,7 @@
 # --gpus G resnet50`, its builds on the host's cores / G; the 1-GPU reference first, the longest run, so that a
 # machine lost between `run` calls still leaves it), each in its own copy of the tree under /tmp/scale/G
 # with the layers' `rules`-space databases removed; POPULATION=N the search's population (default MetaSchedule's 512);
-# CORES_PER_TASK=N passes `--cores-per-task N` to every run, WORK=DIR
+# CORES_PER_TASK=N passes `--cores-per-task N` to every run, KILL=0 skips the worker-kill run, WORK=DIR
 # another folder (a second set of runs beside the first). The runs outlive the `run` calls (their own process session; the
 # machine keeps such a process until it goes back).
 #   first call:  . /opt/gpukit/env.sh && bash tools/gpu-checks/tuning/spread_scaling.sh start && \
@@ -23,6 +23,7 @@ GPUS=${GPUS:-1 4 2}
 TRIALS=${TRIALS:-32}
 POPULATION=${POPULATION:-512}
 CORES_PER_TASK=${CORES_PER_TASK:-}   # default: spread's own (the host's cores / GPUs); the host's count oversubscribes
+KILL=${KILL:-1}
 
 case "${1:-}" in
   start)
@@ -32,7 +33,7 @@ case "${1:-}" in
       tar --exclude=./.gpukit --exclude=./build --exclude=./.venv -cf - . | tar -xf - -C "$WORK/$g"
       rm -rf "$WORK/$g"/results/tuning/conv2d/*_rulesspace
     done
-    WORK=$WORK GPUS=$GPUS TRIALS=$TRIALS POPULATION=$POPULATION CORES_PER_TASK=$CORES_PER_TASK setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
+    WORK=$WORK GPUS=$GPUS TRIALS=$TRIALS POPULATION=$POPULATION CORES_PER_TASK=$CORES_PER_TASK KILL=$KILL setsid "$0" runs >"$WORK/scaling.log" 2>&1 </dev/null &
     echo "tuning resnet50 x $TRIALS trials (population $POPULATION) on $GPUS GPUs, one run after the other, in $WORK; log $WORK/scaling.log"
     ;;
   runs)  # (started by `start`) each GPU count in its copy, one after the other; then the replay check and a kill
@@ -49,8 +50,10 @@ case "${1:-}" in
     (cd "$WORK/$one" && PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 python3 tools/gpu-checks/tuning/network_replay.py \
       "$WORK/$one" "$WORK/$most" --csv "$WORK/replay.csv" >"$WORK/replay.log" 2>&1)
     echo "replay of the $one- and $most-GPU databases: exit $? at $(date -u +%H:%M:%S)"
-    bash "$WORK/$one/tools/gpu-checks/tuning/spread_scaling.sh" kill >"$WORK/kill.log" 2>&1
-    echo "worker killed mid-task: exit $? at $(date -u +%H:%M:%S)"
+    if [ "$KILL" = 1 ]; then
+      bash "$WORK/$one/tools/gpu-checks/tuning/spread_scaling.sh" kill >"$WORK/kill.log" 2>&1
+      echo "worker killed mid-task: exit $? at $(date -u +%H:%M:%S)"
+    fi
     touch "$WORK/DONE"
     ;;
   kill)  # three s4 layers x 16 trials (chunks of 8) on 2 GPUs into fresh databases; worker gpu-1 killed (its whole process group)
