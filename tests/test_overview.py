@@ -175,8 +175,8 @@ def test_throughput_plot_by_setup_and_gpus_and_without_a_file(root):
 def test_spread_scaling_against_one_gpu_and_without_a_file(root):
     empty = overview.scaling_figure(overview.network_tuning(root))   # no network_tuning.csv yet
     assert "no spread tuning run recorded yet" in empty.axes[0].texts[0].get_text()
-    base = dict(timestamp="2026-11-27T00:00:00+00:00", hosts=1, host_cores=64, engine="dask", space="rules", tasks=23,
-                trials_per_task=32, population=512, start_s=None)
+    base = dict(timestamp="2026-11-27T00:00:00+00:00", hosts=1, host_cores=64, cores_per_task=16, engine="dask",
+                space="rules", tasks=23, trials_per_task=32, population=512, start_s=None)
     rows = [dict(base, run_id=f"r{i}", gpu=gpu, gpus=n, new_trials=736, wall_s=wall, trials_per_min=60 * 736 / wall)
             for i, (gpu, n, wall) in enumerate([(H200, 1, 800.0), (H200, 2, 440.0), (H200, 2, 500.0),
                                                 (H200, 4, 250.0), ("cpu", 2, 100.0)])]

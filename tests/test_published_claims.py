@@ -175,15 +175,17 @@ def test_tuning_runs_are_marked_by_whether_todays_database_comes_from_them(tmp_p
     assert "| old |" in report.throughput_table(tmp_path) and f"| {TODAY} |" in report.throughput_table(tmp_path)
 
 
-def test_the_readmes_spread_runs_compare_a_gpu_count_only_with_a_1_gpu_run_of_the_same_tasks(tmp_path):
+def test_the_readmes_spread_runs_compare_a_gpu_count_only_with_an_earlier_1_gpu_run_of_the_same_tasks(tmp_path):
     assert report.network_tuning_table(tmp_path) == "no run of `tirbench.tuning.spread` recorded yet"
     path = tmp_path / "results" / "tuning" / "network_tuning.csv"
-    base = dict(timestamp="2026-11-28T00:00:00+00:00", gpu="NVIDIA H200", hosts=1, host_cores=64, engine="dask",
-                space="rules", tasks=23, trials_per_task=32, population=512, new_trials=736, start_s=None)
+    base = dict(timestamp="2026-11-28T00:00:00+00:00", gpu="NVIDIA H200", hosts=1, host_cores=64, cores_per_task=16,
+                engine="dask", space="rules", tasks=23, trials_per_task=32, population=512, new_trials=736, start_s=None)
     runs = [("two", 2, 200.0, {}), ("one", 1, 360.0, {}), ("fewer", 1, 100.0, {"trials_per_task": 8}),
             ("small", 1, 150.0, {"population": 128}), ("small2", 2, 100.0, {"population": 128}),
             ("smaller host", 2, 100.0, {"host_cores": 32}), ("ready4", 4, 60.0, {"start_s": 30.0}),
-            ("ready1", 1, 240.0, {"start_s": 30.0})]
+            ("ready1", 1, 240.0, {"start_s": 30.0}),
+            ("later1", 1, 120.0, {"start_s": 30.0, "timestamp": "2026-11-29T00:00:00+00:00", "cores_per_task": 64}),
+            ("later4", 4, 40.0, {"start_s": 30.0, "timestamp": "2026-11-29T01:00:00+00:00"})]
     for run_id, gpus, wall, other in runs:
         append_row(path, {**base, "run_id": run_id, "gpus": gpus, "wall_s": wall, "trials_per_min": 60 * 736 / wall,
                           **other})
@@ -193,7 +195,10 @@ def test_the_readmes_spread_runs_compare_a_gpu_count_only_with_a_1_gpu_run_of_th
     assert lines[6].endswith("| 128 | in the first tasks | 100.0 | 441.6 | 1.50x (small) |  |")   # its population
     assert lines[7].endswith("| no 1-GPU run recorded |  |")   # a 1-GPU run on a 64-core host is not its reference
     # a run whose tuning processes were ready first: against such a 1-GPU run only, its tuning and the whole command
-    assert lines[8].endswith("| 512 | 30.0 | 60.0 | 736.0 | 4.00x (ready1) | 3.00x |")
+    assert lines[8].endswith("| 16 | rules | 23 x 32 | 512 | 30.0 | 60.0 | 736.0 | 4.00x (ready1) | 3.00x |")
+    # the 1-GPU run of its own session: a later one is not ready4's reference
+    assert lines[10].endswith("| 64 | rules | 23 x 32 | 512 | 30.0 | 120.0 | 368.0 |  |  |")
+    assert lines[11].endswith("| 512 | 30.0 | 40.0 | 1104.0 | 3.00x (later1) | 2.14x |")
 
 
 def test_index_covers_every_notebook_and_shares_the_readmes_headline(regenerated, recorded):

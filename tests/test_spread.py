@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from tirbench.tuning import spread, warm
-from tirbench.tuning.builders import TASK_CORES_ENV, task_cores
 from tirbench.tuning.history import history_trials, trials_done
+from tirbench.tuning.processes import TASK_CORES_ENV, task_cores
 from tirbench.workloads.resnet50 import RESNET50
 
 #: Tuning processes and a Dask cluster: one xdist worker for the file.
@@ -114,6 +114,7 @@ def test_a_worker_killed_mid_task_loses_nothing_and_a_rerun_resumes(tmp_path, mo
     assert (row["gpus"], row["hosts"], row["engine"], row["tasks"], row["gpu"], row["population"]) == (
         2, 1, "dask", 3, "cpu", 64)
     assert row["host_cores"] == os.cpu_count() and row["start_s"] > 0
+    assert row["cores_per_task"] == max(1, os.cpu_count() // 2)   # each of the 2 workers' share
     log_dir = next((tmp_path / "build" / "spread").iterdir())
     assert sorted(p.name for p in log_dir.glob("prepare-*.log")) == ["prepare-gpu-0.log", "prepare-gpu-1.log"]
     assert all("ready in" in p.read_text() and "the builder's workers started" in p.read_text()

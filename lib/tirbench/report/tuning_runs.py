@@ -84,8 +84,9 @@ def unrecorded_databases(root: Path) -> list[str]:
 
 def network_tuning_table(root: Path) -> str:
     """Every recorded ``tuning.spread`` run (``results/tuning/network_tuning.csv``), with its speed against the latest
-    1-GPU run of the same GPU model and host size (CPU cores), tasks, trials per task and search population where one
-    is recorded: of the tuning (``wall_s``) and of the whole command (``start_s`` + ``wall_s``). A run before
+    1-GPU run recorded no later than it (the one of its session, on that host) of the same GPU model and host size (CPU
+    cores), tasks, trials per task and search population where one is: of the tuning (``wall_s``) and of the whole
+    command (``start_s`` + ``wall_s``). A run before
     ``start_s`` was recorded started each tuning process in its first task (inside ``wall_s``): it is compared only
     with another such run."""
     path = root / "results" / "tuning" / "network_tuning.csv"
@@ -93,11 +94,12 @@ def network_tuning_table(root: Path) -> str:
     if df.empty:
         return "no run of `tirbench.tuning.spread` recorded yet"
     df = df.assign(prepared=df["start_s"].notna())
-    lines = ["| run | GPU | GPUs | hosts | host cores | space | tasks x trials | population | start-up s | tuning s | "
-             "trials/min | speed against 1 GPU: tuning | whole command |",
-             "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|"]
+    lines = ["| run | GPU | GPUs | hosts | host cores | cores a task | space | tasks x trials | population | start-up s | "
+             "tuning s | trials/min | speed against 1 GPU: tuning | whole command |",
+             "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|"]
     for r in df.itertuples():
-        ones = df[(df["gpus"] == 1) & (df[SCALING_KEYS] == [getattr(r, k) for k in SCALING_KEYS]).all(axis=1)]
+        ones = df[(df["gpus"] == 1) & (df[SCALING_KEYS] == [getattr(r, k) for k in SCALING_KEYS]).all(axis=1)
+                  & (pd.to_datetime(df["timestamp"]) <= pd.to_datetime(r.timestamp))]
         speed, whole = "", ""
         if r.gpus != 1 and not len(ones):
             speed = "no 1-GPU run recorded"
@@ -106,7 +108,8 @@ def network_tuning_table(root: Path) -> str:
             speed = f"{one['wall_s'] / r.wall_s:.2f}x ({one['run_id']})"
             whole = f"{(one['start_s'] + one['wall_s']) / (r.start_s + r.wall_s):.2f}x" if r.prepared else ""
         start = f"{r.start_s:.1f}" if r.prepared else "in the first tasks"
-        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.host_cores} | {r.space} | "
+        cores = "" if pd.isna(r.cores_per_task) else f"{r.cores_per_task:.0f}"
+        lines.append(f"| {r.run_id} | {r.gpu} | {r.gpus} | {r.hosts} | {r.host_cores} | {cores} | {r.space} | "
                      f"{r.tasks} x {r.trials_per_task} | {r.population} | {start} | {r.wall_s:.1f} | "
                      f"{r.trials_per_min:.1f} | {speed} | {whole} |")
     return "\n".join(lines) + ("\n\nFrom `results/tuning/network_tuning.csv`, each run from empty databases. Start-up: "

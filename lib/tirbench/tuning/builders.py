@@ -21,7 +21,6 @@ suite's CPU machines, the module keeps the source and the loading process compil
 from __future__ import annotations
 
 import functools
-import os
 from typing import Callable
 
 import tvm
@@ -36,14 +35,13 @@ from tirbench.core.machine import builds_ptx, use_ptx
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning.kernels import export_hashed, write_hash
 from tirbench.tuning.phases import call_timed, start_log, timed
+from tirbench.tuning.processes import task_cores
 from tirbench.tuning.spaces import DesignSpace, as_space, uses_tensor_cores
 from tirbench.workloads.base import Workload
 
 #: Candidates a builder worker builds before it is replaced (``LocalBuilder`` replaces its pool every batch because
 #: of a memory leak in long-lived workers; a worker here lives this long).
 MAX_BUILDS_PER_WORKER = 256
-#: The environment variable that sets the cores one tuning task may use (``task_cores``).
-TASK_CORES_ENV = "TIRBENCH_TASK_CORES"
 
 BuildFn = Callable[[tvm.IRModule, tvm.target.Target, object], tvm.runtime.Module]
 
@@ -155,11 +153,3 @@ def _init_worker(tensor_intrinsics: bool, ptx_arch: str | None) -> None:
         import_tensor_intrin()
     if ptx_arch:
         use_ptx(ptx_arch)
-
-
-def task_cores() -> int | None:
-    """The cores a tuning task may use, its builder's worker processes and its search's threads (the cost model's
-    too): ``TIRBENCH_TASK_CORES`` where set (``tuning.spread`` gives each GPU's task its share of the host's cores,
-    so that tasks side by side do not each start a thread per core), else None (all of them)."""
-    value = os.environ.get(TASK_CORES_ENV, "")
-    return int(value) if value.isdigit() and int(value) > 0 else None

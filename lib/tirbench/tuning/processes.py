@@ -13,6 +13,9 @@ from typing import Callable
 
 from tirbench.core.errors import OneLineError
 
+#: The environment variable that sets the cores one tuning task may use (``task_cores``).
+TASK_CORES_ENV = "TIRBENCH_TASK_CORES"
+
 #: Seconds a child is given to stop after SIGTERM before SIGKILL.
 STOP_CHILD_S = 5
 
@@ -97,3 +100,11 @@ def signal_group(proc: subprocess.Popen, sig: int) -> bool:
 def raise_interrupt(signum: int, _frame: object) -> None:
     """A signal handler that turns SIGTERM (or any signal) into the KeyboardInterrupt a Ctrl-C raises."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def task_cores() -> int | None:
+    """The cores a tuning task may use, its builder's worker processes and its search's threads (the cost model's
+    too): ``TIRBENCH_TASK_CORES`` where set (``tuning.spread`` gives each GPU's task its share of the host's cores,
+    so that tasks side by side do not each start a thread per core), else None (all of them)."""
+    value = os.environ.get(TASK_CORES_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else None

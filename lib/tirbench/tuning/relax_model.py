@@ -48,10 +48,11 @@ from tirbench.compile.pipeline import passes
 from tirbench.core.machine import cuda_target, require_cuda_gpu
 from tirbench.core.paths import project_root
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
-from tirbench.tuning.builders import PersistentBuilder, build_candidate, task_cores, worker_init_for
+from tirbench.tuning.builders import PersistentBuilder, build_candidate, worker_init_for
 from tirbench.tuning.database import (MODEL_DATABASES, compact_database, fill_workloads, recorded_tasks,
                                       repair_database, tasks_database, tasks_tuned)
 from tirbench.tuning.history import sync_history, trials_done
+from tirbench.tuning.processes import task_cores
 from tirbench.tuning.runners import make_local_runner
 
 #: Trials each task gets at its turn.

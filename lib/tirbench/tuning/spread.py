@@ -38,15 +38,14 @@ from pathlib import Path
 
 from tirbench.bench.results import new_run_id
 from tirbench.core.paths import project_root
-from tirbench.tuning.builders import TASK_CORES_ENV
-from tirbench.tuning.processes import Children, ClusterError, raise_interrupt
+from tirbench.tuning.processes import TASK_CORES_ENV, Children, ClusterError, raise_interrupt
 from tirbench.tuning.warm import prepare_worker, run_task
 
 #: The networks ``spread`` tunes by name: the tuning CLI's arguments for every distinct layer.
 NETWORKS = {"resnet50": "notebook 08's 23 fp32 batch-1 ResNet-50 layers, NCHW, in the `rules` space"}
 #: Columns of ``network_tuning.csv``, in order.
-ROW_COLUMNS = ["run_id", "timestamp", "gpu", "gpus", "hosts", "host_cores", "engine", "space", "tasks",
-               "trials_per_task", "population", "new_trials", "start_s", "wall_s", "trials_per_min"]
+ROW_COLUMNS = ["run_id", "timestamp", "gpu", "gpus", "hosts", "host_cores", "cores_per_task", "engine", "space",
+               "tasks", "trials_per_task", "population", "new_trials", "start_s", "wall_s", "trials_per_min"]
 #: Seconds for the local scheduler and workers to come up.
 START_TIMEOUT_S = 120
 #: Seconds between two looks at the databases (the progress bars).
@@ -226,7 +225,8 @@ def spread(client, tasks: list[Task], a: argparse.Namespace, log_dir: Path, star
         append_row(row_path(project_root(), tasks, gpu=a.target == "cuda"), {
             "run_id": new_run_id(now), "timestamp": now.isoformat(timespec="seconds"),
             "gpu": results[0]["gpu"], "gpus": gpus, "hosts": hosts,
-            "host_cores": max(r["cores"] for r in results), "engine": "dask", "space": a.space,
+            "host_cores": max(r["cores"] for r in results),
+            "cores_per_task": max(r["task_cores"] for r in results), "engine": "dask", "space": a.space,
             "tasks": len(tasks), "trials_per_task": a.trials, "population": a.population, "new_trials": new,
             "start_s": round(t0 - started, 1), "wall_s": round(wall, 1), "trials_per_min": round(60 * new / wall, 2)})
     return 1 if failed else 0

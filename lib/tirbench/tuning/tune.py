@@ -23,11 +23,12 @@ from tirbench.core.machine import require_cuda_gpu
 from tirbench.core.progress import BestBar
 from tirbench.schedules.intrinsics.registry import import_tensor_intrin
 from tirbench.tuning import phases, throughput
-from tirbench.tuning.builders import make_builder, task_cores
+from tirbench.tuning.builders import make_builder
 from tirbench.tuning.database import compact_database, open_database, repair_database
 from tirbench.tuning.history import sync_history, trials_done, tuning_history
 from tirbench.tuning.kernels import ReuseRunner
 from tirbench.tuning.logs import log_chunk, log_phases
+from tirbench.tuning.processes import task_cores
 from tirbench.tuning.runners import make_local_runner
 from tirbench.tuning.seeds import seed_database
 from tirbench.tuning.spaces import DesignSpace, as_space, uses_tensor_cores

@@ -35,6 +35,8 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tirbench.tuning.processes import task_cores
+
 if TYPE_CHECKING:
     from tirbench.tuning.cli import Tools
 
@@ -219,6 +221,7 @@ def run_task(argv: list[str], log: str) -> dict[str, object]:
         lines = Path(log).read_text().strip().splitlines()
         raise RuntimeError(f"exit status {rc}: {lines[-1] if lines else 'no output'} (log: {log})")
     return {"host": socket.gethostname(), "gpu": gpu_name(llvm="llvm" in argv), "cores": os.cpu_count() or 1,
+            "task_cores": task_cores() or os.cpu_count() or 1,
             "seconds": time.monotonic() - t0, "pid": TUNER.pid}
 
 
