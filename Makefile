@@ -1,7 +1,9 @@
 # make run-all   execute every notebook (papermill; 00_overview last), render HTML reports and their index, regenerate
 #                plots and the README table; a failing notebook does not stop the others, make fails naming it
 # make test      run the test suite (CPU only) on TEST_WORKERS processes (pytest-xdist; default 2, CI's cores;
-#                TEST_WORKERS=1: one process, e.g. where pytest-xdist is not installed)
+#                TEST_WORKERS=1: one process, e.g. where pytest-xdist is not installed); a sample of the sweeps
+#                (tests/conftest.py); about 17 min on 2 cores
+# make test-full every case of every sweep and the tests marked `full` (about 37 min on 2 cores)
 # make compare-runs   per notebook, the latest native run's headline ratios against the run before it on its GPU
 #                (tirbench.report.rerun; TOLERANCE=0.03 flags a change past 3%)
 # make lab       open the notebooks in JupyterLab (--allow-root when run as root); LAB_ARGS="--port 8890 --no-browser"
@@ -50,7 +52,7 @@ TRIALS ?= 32
 # Where `make tuning-databases` puts the full tuning databases.
 DEST ?= build/tuning-databases
 
-.PHONY: run-all test lab readme compare-runs clean-cpu-run tune-rpc tune-network active-env tuning-databases
+.PHONY: run-all test test-full lab readme compare-runs clean-cpu-run tune-rpc tune-network active-env tuning-databases
 # GPU run: executed notebooks, reports and index.html go to results/; CPU run: to build/cpu-run (results/ untouched).
 # Exit status 2 (a bad command line: one line, nothing run): the README is left as it is.
 run-all: $(SETUP)
@@ -66,6 +68,9 @@ compare-runs: $(SETUP)
 
 test: $(SETUP)
 	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+
+test-full: $(SETUP)
+	$(PY) -m pytest -q --full $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
 lab: $(SETUP)
 	@echo "lab: notebooks/ holds the notebooks without outputs; a GPU run's executed copies are in results/executed/NN_name.ipynb, its HTML reports in results/reports/ (index.html lists them)"

@@ -79,6 +79,7 @@ def test_the_rules_first_fp32_candidate_compiles_for_sm90a(shape):
     assert any("registers" in line for line in nvcc_report(src))
 
 
+@pytest.mark.full
 def test_each_kind_of_resnet50_layer_gets_tensor_core_candidates_that_schedule(monkeypatch):
     """Each candidate the rules keep was scheduled by them (``ranked_tiles`` keeps those that raise nothing): the
     schedules that succeed are recorded as the rules make them, not made a second time here (half the test's time).

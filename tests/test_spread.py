@@ -169,6 +169,7 @@ def test_a_workers_tasks_run_one_after_the_other_in_one_tuning_process(tuner, tm
     assert tuner.pid == pids[0]   # and the process goes on
 
 
+@pytest.mark.full
 def test_a_tuning_process_killed_mid_task_is_replaced_and_the_task_completes(tuner, tmp_path):
     argv, log = _gemm_task(20, 3, tmp_path), tmp_path / "task.log"
     tasks, _ = spread.split_tasks(argv)

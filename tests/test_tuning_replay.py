@@ -58,6 +58,7 @@ def test_replay_takes_a_space_name_and_a_copied_database(tuned, tmp_path):
     assert r is not None and r.trials == TRIALS and r.schedule.mod.script()
 
 
+@pytest.mark.full
 def test_a_tuned_winograd_module_replays_and_matches_the_reference(tmp_path, capsys):
     """MetaSchedule's default rules on the Winograd module (five blocks, two of them with the transforms' selects):
     the database it writes is found again for the same module (``tirx.noalias`` included), and the replayed

@@ -173,6 +173,7 @@ def test_rpc_tuning_run_through_two_servers(root, cluster, capsys):
     assert all(measured(r) and len(r[1][1]) in (1, measure.TUNED_EVALUATOR.repeat) for r in records(db_dir(root)))
 
 
+@pytest.mark.full
 def test_server_killed_mid_run_the_run_finishes_on_the_other_and_keeps_every_record(tmp_path):
     """Two llvm servers; once the first chunk's records are in the database and the second chunk has opened its first
     session, one server's process group is killed (in a session half the time); the run goes on through the other:
