@@ -86,20 +86,19 @@ def network_tuning_table(root: Path) -> str:
     """Every recorded ``tuning.spread`` run (``results/tuning/network_tuning.csv``), with its speed against the latest
     1-GPU run recorded no later than it (the one of its session, on that host) of the same GPU model and host size (CPU
     cores), tasks, trials per task and search population where one is: of the tuning (``wall_s``) and of the whole
-    command (``start_s`` + ``wall_s``). A run before
-    ``start_s`` was recorded started each tuning process in its first task (inside ``wall_s``): it is compared only
-    with another such run."""
+    command (``start_s`` + ``wall_s``). A run before ``start_s`` was recorded started each tuning process in its first
+    task (inside ``wall_s``): it is compared only with another such run."""
     path = root / "results" / "tuning" / "network_tuning.csv"
     df = pd.read_csv(path) if path.exists() else pd.DataFrame()
     if df.empty:
         return "no run of `tirbench.tuning.spread` recorded yet"
-    df = df.assign(prepared=df["start_s"].notna())
+    df = df.assign(prepared=df["start_s"].notna(), at=pd.to_datetime(df["timestamp"]))
     lines = ["| run | GPU | GPUs | hosts | host cores | cores a task | space | tasks x trials | population | start-up s | "
              "tuning s | trials/min | speed against 1 GPU: tuning | whole command |",
              "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|"]
     for r in df.itertuples():
         ones = df[(df["gpus"] == 1) & (df[SCALING_KEYS] == [getattr(r, k) for k in SCALING_KEYS]).all(axis=1)
-                  & (pd.to_datetime(df["timestamp"]) <= pd.to_datetime(r.timestamp))]
+                  & (df["at"] <= r.at)]
         speed, whole = "", ""
         if r.gpus != 1 and not len(ones):
             speed = "no 1-GPU run recorded"
