@@ -12,6 +12,7 @@ the HBM slope or the compute roof of its dtype, whichever is lower).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -221,9 +222,11 @@ class TunedDatabase:
         return f"{wl.dtype} {wl.layout + ' ' if wl.layout else ''}{wl.shape} ({self.space})"
 
 
+@functools.cache
 def workload_of(work_dir: Path) -> tuple[Workload, str]:
     """The workload and space a database directory is named after (``tuning.tune.work_dir_for`` read backwards);
-    ValueError or TypeError for a name it cannot read."""
+    ValueError or TypeError for a name it cannot read. Cached: the name says everything, and a workload is TVMScript
+    parsed anew at each call (a tenth of a second; a README has three tables of the same ~50 databases)."""
     stem, space = work_dir.name, "default"
     for spec in SPACES.values():
         if spec.db_suffix and stem.endswith(spec.db_suffix):
