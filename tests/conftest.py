@@ -42,7 +42,7 @@ SWEEPS = frozenset({
     "test_winograd.py::test_layers_build_for_sm90a_and_nvcc_takes_them",
 })
 #: Cases of each sweep `make test` runs.
-SWEEP_CASES = 3
+SWEEP_CASES = 2
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
