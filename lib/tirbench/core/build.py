@@ -3,6 +3,11 @@
 ``build`` is what a notebook calls; ``build_with_config`` / ``export_shared`` are what worker processes call
 (``bench.harness.build_all``, the tuning builders), inside the target's scope so that a CUDA compile at build time
 takes the arch from the target rather than from a device.
+
+Every process that imports this module compiles CUDA with NVRTC's automatic precompiled header (``NVRTC_OPTIONS``,
+through TVM's ``TVM_CUDA_NVRTC_EXTRA_OPTS`` unless it is set already): TVM puts the same libcu++ headers before every
+kernel, and a process that compiles many (a builder worker, the chooser's) parses them once. On an H200 host 32
+rules-space convolution candidates compiled in 0.78 s each instead of 1.15, to byte-identical cubins.
 """
 from __future__ import annotations
 
@@ -13,6 +18,10 @@ import tvm
 from tvm import s_tir
 
 from tirbench.core import lowering
+
+#: NVRTC's options added to TVM's: the automatic precompiled header (module docstring).
+NVRTC_OPTIONS = "--pch"
+os.environ.setdefault("TVM_CUDA_NVRTC_EXTRA_OPTS", NVRTC_OPTIONS)
 
 
 def build(kernel: s_tir.Schedule | tvm.IRModule, target: tvm.target.Target,
