@@ -8,15 +8,15 @@ from tirbench.core import frames
 
 def test_code_without_a_module_is_answered_from_the_cache_as_the_scan_answered():
     code = compile("1", "<ast>", "eval")
-    frames.name_frozen_modules()
+    frames.name_frame_files()
     assert inspect.modulesbyfile["<ast>"] == frames.NO_MODULE and frames.NO_MODULE not in sys.modules
     assert inspect.getmodule(code, "<ast>") is None
     assert inspect.modulesbyfile["<frozen importlib._bootstrap>"] == "importlib._bootstrap"
 
 
 def test_a_module_file_still_gives_its_module():
-    frames.name_frozen_modules()
-    assert inspect.getmodule(frames.name_frozen_modules) is frames
+    frames.name_frame_files()
+    assert inspect.getmodule(frames.name_frame_files) is frames
 
 
 def test_in_ipython_each_cell_is_named_before_it_runs():
@@ -24,8 +24,8 @@ def test_in_ipython_each_cell_is_named_before_it_runs():
 
     shell = InteractiveShell.instance()
     try:
-        frames.name_frozen_modules()
-        frames.name_frozen_modules()   # registered once
+        frames.name_frame_files()
+        frames.name_frame_files()   # registered once
         assert shell.events.callbacks["pre_run_cell"].count(frames._name_cell) == 1
         cell = "import inspect\nfile = inspect.currentframe().f_code.co_filename"
         shell.run_cell(cell)

@@ -24,7 +24,7 @@ NO_MODULE = "<no module>"
 PSEUDO_FILES = ("<ast>", "<stdin>", "<string>")
 
 
-def name_frozen_modules() -> None:
+def name_frame_files() -> None:
     """Cache ``<frozen NAME>`` -> ``NAME`` for each frozen module loaded (as ``inspect`` caches a module's file once it
     has scanned for it), and ``NO_MODULE`` for the files of code without a module (module docstring): the
     ``PSEUDO_FILES``, the started script where it is not ``__main__``'s file, and in IPython each cell before it
@@ -49,7 +49,8 @@ def _name_cells_before_they_run() -> None:
     shell.events.register("pre_run_cell", _name_cell)
 
 
-def _name_cell(info) -> None:
+def _name_cell(info: object) -> None:
+    """``pre_run_cell``'s callback: the cell about to run named (``_name_cells_before_they_run``)."""
     shell = sys.modules["IPython"].get_ipython()
     name = shell.compile.get_code_name(info.raw_cell, shell.transform_cell(info.raw_cell), shell.execution_count)
     inspect.modulesbyfile.setdefault(name, NO_MODULE)

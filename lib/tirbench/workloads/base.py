@@ -8,11 +8,11 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import tvm
 
-from tirbench.core.frames import name_frozen_modules
+from tirbench.core.frames import name_frame_files
 
 # Workloads are TVMScript, and the schedules and TVM's tensor intrinsics parse more of it, much of it inside an import
-# (``tvm.s_tir.tensor_intrin``: 20-40 s a process before): ~10x faster with the frozen modules named (core.frames).
-name_frozen_modules()
+# (``tvm.s_tir.tensor_intrin``: 20-40 s a process before): ~10x faster with the frames' files named (core.frames).
+name_frame_files()
 
 @dataclass(frozen=True)
 class Workload:

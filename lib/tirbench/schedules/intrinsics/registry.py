@@ -9,9 +9,9 @@ def import_tensor_intrin() -> None:
     wgmma intrinsics a wgmma-space candidate can name (its tuned traces name them too), and the integer wgmma shapes
     with N = 256 (a worker process that generates the code of an int8 128x256 tile needs them in its own PTX
     table)."""
-    from tirbench.core.frames import name_frozen_modules
+    from tirbench.core.frames import name_frame_files
 
-    name_frozen_modules()   # first: the import below parses ~500 prim_funcs, ~10x faster so (see core.frames)
+    name_frame_files()   # first: the import below parses ~500 prim_funcs, ~10x faster so (see core.frames)
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
     from tirbench.schedules.intrinsics.wgmma import allow_integer_n256, register_space_intrins
