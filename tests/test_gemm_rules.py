@@ -21,6 +21,7 @@ from tirbench.schedules.gemm.rules import (
     SPLITK_MIN_K,
     SPLITK_ROWS,
     block_count,
+    cluster_splits,
     k_fill,
     rule_records,
     score,
@@ -150,13 +151,15 @@ def test_split_k_is_not_offered_past_few_rows(size, dtype):
                          ids=lambda s: "x".join(map(str, s)))
 def test_v9_takes_shapes_its_tiles_do_not_divide_with_the_tma_store(size):
     """Where K and N are multiples of 8, v9 comes first with the candidates of its sweep that store C by TMA (the
-    register epilogue stores whole tiles), ranked as at divisible shapes; v8 padded is the other family."""
+    register epilogue stores whole tiles) or split K in a cluster (whose sums are stored clipped at C's edges),
+    ranked as at divisible shapes; v8 padded is the other family."""
     m, n, _ = size
     records = rule_records(gemm(*size, dtype="float16"), keep=3)
     assert [r.name for r in records[:2]] == [V9_TMA_WS.name, V8_WGMMA.name]
     params = [records[0].params(c) for c in records[0].candidates]
-    assert params and all(p["tma_store"] for p in params)
-    keys = [(-score(m, n, p["block_tile"]), -math.prod(p["block_tile"])) for p in params]
+    assert params and all(p["tma_store"] or p.get("split", 1) > 1 for p in params)
+    keys = [(-score(m, n, p["block_tile"], p.get("split", 1)), -math.prod(p["block_tile"]), p.get("split", 1))
+            for p in params]
     assert keys == sorted(keys)
     assert rule_records(gemm(*size, dtype="float16", out_dtype="float16"), keep=1)[0].name == V9_TMA_WS.name
 
@@ -193,3 +196,23 @@ def test_refusals_are_one_line(wl, message):
     with pytest.raises(ValueError, match=message) as err:
         rule_records(wl)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("size, split_tiles", [
+    ((100, 3000, 5000), {(128, 128): 5, (128, 192): 8, (128, 64): 2}),
+    ((1000, 1000, 1000), {(128, 128): 2, (128, 192): 2}),
+    ((37, 4096, 4096), {(64, 128): 4}),
+    ((2000, 3000, 1000), {}),
+    ((4096, 4096, 4096), {}),
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_v9_splits_k_in_a_cluster_only_where_its_tiles_leave_sms_idle(size, split_tiles):
+    """``cluster_splits``: a tile of which the GEMM has fewer than the SMs, in every number of slices (2 to 8) whose
+    blocks still fit one wave; none where the tiles fill a wave (the slices would only add partial sums)."""
+    m, n, _ = size
+    offered = cluster_splits(V9_TMA_WS, m, n)
+    most: dict[tuple[int, int], int] = {}
+    for cand in offered:
+        tile = V9_TMA_WS.params(cand)["block_tile"]
+        assert block_count(m, n, tile, cand["split"]) <= sm_count() and cand["persistent_ctas"] == 0
+        most[tile] = max(most.get(tile, 0), cand["split"])
+    assert {t: s for t, s in most.items() if t in split_tiles or not split_tiles} == split_tiles

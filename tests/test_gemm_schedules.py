@@ -381,3 +381,39 @@ def test_the_tma_store_staging_index_is_the_swizzle_tma_reads(out_dtype):
     for buf, row, col in [(b, r, c) for b in (0, 3) for r in range(64) for c in range(ec)]:
         flat = (buf * 64 + row) * ec + col
         assert int(layout.apply(flat)["m"]) == staged_index(buf, row, col, out_dtype), (buf, row, col)
+
+
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+def test_v9_split_k_in_a_cluster_slices_k_and_sums_through_distributed_shared_memory(out_dtype):
+    """v9's ``split``: one block per (tile, slice of K), the slices of a tile one cluster; each block's producer loads
+    its own slice's k tiles (the coordinates start at its rank's), and the sums go through the cluster's shared
+    memory (``mapa`` + ``ld.shared::cluster``) between two cluster barriers, stored four outputs at a time and only
+    inside C; no TMA store, no global partial buffer, and no spills (numbers: the GPU, ``gemm_rules.py``)."""
+    sch = V9_TMA_WS.apply(gemm(100, 3000, 5000, "float16", out_dtype=out_dtype),
+                          {"block_tile": (128, 128), "stages": 4, "persistent_ctas": 0, "tma_store": False, "split": 4})
+    assert len(sch.mod.functions) == 1 and tensor_maps(sch).keys() == {"A", "B"}   # C from the registers
+    src = device_source(sch)
+    kernel = src[src.index('extern "C" __global__'):]
+    assert "%%cluster_ctarank" in src and kernel.count("tvm_builtin_cuda_cluster_sync()") == 2
+    assert kernel.count("mapa_u32_shared__cluster") == 4 and kernel.count("ld_vec_shared__cluster_v4_f32") == 4
+    assert "(((int)blockIdx.x) & 3) * 1280)" in kernel   # slice = rank: 20 k tiles of 64 each
+    assert "< 375)" in kernel and "< 25)" in kernel   # 3000 columns (375 x 8) and 100 rows (25 of a rank's 32) clipped
+    if shutil.which("nvcc"):
+        assert any("0 bytes spill stores" in line for line in nvcc_report(src))
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"split": 9}, "split=9: a cluster holds at most 8 blocks"),
+    ({"split": 4, "persistent_ctas": 132, "tma_store": False}, "takes one block per tile and the register epilogue"),
+    ({"split": 4, "persistent_ctas": 0}, "takes one block per tile and the register epilogue"),
+    ({"split": 0, "persistent_ctas": 0, "tma_store": False}, "split must be a positive integer, got 0"),
+    ({"split": 3, "persistent_ctas": 0, "tma_store": False, "k": 128}, r"k=128 is 2 k tiles of 64, too few for 3"),
+    ({"split": 2, "persistent_ctas": 0, "tma_store": False, "block_tile": (128, 256), "stages": 4},
+     r"need 329792 bytes .* \(TMA ring, partial tile\)"),
+])
+def test_v9_split_bad_parameters_one_line(params, message):
+    params = dict(params)
+    k = params.pop("k", 1024)
+    with pytest.raises(ValueError, match=message) as err:
+        V9_TMA_WS.apply(gemm(100, 1024, k, "float16"), params)
+    assert "\n" not in str(err.value)

@@ -166,6 +166,20 @@ FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     ),
 }
 
+#: v9's tiles for split-K in a thread-block cluster (``gemm.tma_ws``'s ``split``: one block per tile and slice of K, the
+#: slices summed through distributed shared memory, the register epilogue), with a ring that leaves room for the
+#: block's float32 partial tile. The GEMM rules offer each in the slices that keep its blocks within one wave of the
+#: SMs, where the GEMM has fewer such tiles than SMs (100 x 3000: 24 tiles of 128 x 128 for 132 SMs, 5 slices of 1000
+#: make 120 blocks; 1000^3: 64 tiles, 2 slices). Measured in ``tools/gpu-checks/gemm_rules.py``.
+CLUSTER_SPLIT_TILES: dict[str, tuple[dict[str, Any], ...]] = {
+    V9_TMA_WS.name: tuple({**tile, "persistent_ctas": 0, "tma_store": False} for tile in (
+        {"block_tile": (128, 128), "stages": 4},
+        {"block_tile": (128, 192), "stages": 3},
+        {"block_tile": (128, 64), "stages": 6},
+        {"block_tile": (64, 128), "stages": 6, "consumers": 1},
+    )),
+}
+
 #: Candidates for GEMMs of few rows (the GEMM rules offer them beside the others; ``gemm.rules``): 64-row tiles
 #: narrow enough that a GEMM of 64 rows still has a block for every SM (at M = 37, N = 4096: 128 blocks of 64 x 32
 #: where 64 x 64 tiles give 64 and leave half of an H100's SMs idle; v8's B tile stays 64 halves wide, the 128-byte

@@ -18,7 +18,8 @@ those and keeps the fastest. No tuning: a GEMM is one sweep.
 
 The pool of a family is its sweep (``record.candidates``), the tiles for shapes no tile divides (``PADDED``), v5's tiles
 of 96 and 192 and 96 x 256 (``WAVE_TILES``), v9's of 192 columns and 64 x 64 (``FP16_WAVE_TILES``) and the narrow tiles
-for few rows (``NARROW``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score (``score``) is its
+for few rows (``NARROW``), and v9's split-K in a thread-block cluster where the GEMM has fewer tiles than SMs
+(``cluster_splits``), less the tiles taller than the GEMM (``fits_rows``). A candidate's score (``score``) is its
 wave fill (``wave_fill``): with ``blocks`` block tiles on the GPU's ``sm_count()`` SMs, one block per SM at a time,
 ``waves = ceil(blocks / SMs)`` and the SMs do useful work ``blocks / (waves * SMs)`` of the time, times the share of
 each tile that is not padding; times the tile's reuse (``reuse``: the multiply-adds per value it loads,
@@ -45,7 +46,9 @@ from typing import Any, Mapping
 from tirbench.core.errors import refusal
 from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
+from tirbench.schedules.gemm.warp_specialized import MAX_CLUSTER
 from tirbench.schedules.gemm.records import (
+    CLUSTER_SPLIT_TILES,
     FP16_WAVE_TILES,
     NARROW,
     PADDED,
@@ -158,14 +161,23 @@ def with_raster(record: KernelRecord, cand: Mapping[str, Any], m: int) -> Mappin
     return {**cand, "raster": max(d for d in range(1, raster + 1) if rows % d == 0)}
 
 
-def candidate_pool(record: KernelRecord, m: int) -> tuple[Mapping[str, Any], ...]:
+def cluster_splits(record: KernelRecord, m: int, n: int) -> tuple[Mapping[str, Any], ...]:
+    """``record``'s ``CLUSTER_SPLIT_TILES`` (v9's split-K in a cluster) for an ``m`` x ``n`` C: each tile of which the
+    GEMM has fewer than ``sm_count()``, in every number of slices (2 to ``MAX_CLUSTER``) whose blocks still fit one
+    wave of the SMs. A GEMM with a wave of tiles or more gains nothing from slicing K but the partial sums' cost."""
+    return tuple({**tile, "split": split} for tile in CLUSTER_SPLIT_TILES.get(record.name, ())
+                 for split in range(2, MAX_CLUSTER + 1)
+                 if block_count(m, n, record.params(tile)["block_tile"], split) <= sm_count())
+
+
+def candidate_pool(record: KernelRecord, m: int, n: int) -> tuple[Mapping[str, Any], ...]:
     """``record``'s sweep (its defaults where it has none: v6), its ``PADDED``, ``WAVE_TILES``, ``FP16_WAVE_TILES``,
-    ``TURING_TILES`` and ``NARROW`` tiles, each with a ``raster`` that fits (``with_raster``), once each, less those
-    taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma tiles."""
+    ``TURING_TILES``, ``NARROW`` tiles and ``cluster_splits``, each with a ``raster`` that fits (``with_raster``),
+    once each, less those taller than ``m`` rows allow (``fits_rows``) and the unswizzled wgmma tiles."""
     pool: list[Mapping[str, Any]] = []
     for cand in (*(record.candidates or ({},)), *PADDED.get(record.name, ()), *WAVE_TILES.get(record.name, ()),
                  *FP16_WAVE_TILES.get(record.name, ()), *TURING_TILES.get(record.name, ()),
-                 *NARROW.get(record.name, ())):
+                 *NARROW.get(record.name, ()), *cluster_splits(record, m, n)):
         cand = with_raster(record, cand, m)
         if cand not in pool and fits_rows(record, dict(cand), m) and cand.get("layout") != "interleaved":
             pool.append(cand)
@@ -183,7 +195,7 @@ def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mappin
         return (-score(m, n, (bm, bn), split, k_fill(k, params.get("tile_k", 1), split)), -bm * bn, split)
 
     taken: list[Mapping[str, Any]] = []
-    for cand in sorted(candidate_pool(record, m), key=key):
+    for cand in sorted(candidate_pool(record, m, n), key=key):
         if len(taken) < keep and refusal(lambda: record.apply(wl, cand)) is None:
             taken.append(cand)
     return tuple(taken)

@@ -14,7 +14,11 @@ Hopper kernels do:
   landed (``arrive.expect_tx``), its *empty* barrier when every consumer's wgmma group that read it has retired
   (``wgmma.wait_group 1``: the previous k tile's group), and the producer refills it;
 - optionally **persistent**: ``persistent_ctas`` blocks (one per SM) loop over the output tiles, so the producer
-  already loads the next tile while the consumers store this one.
+  already loads the next tile while the consumers store this one;
+- or **split-K in a cluster** (``split``): for GEMMs with too few output tiles to fill the SMs (100 x 3000: 24 tiles of
+  128 x 128 for 132 SMs), ``split`` blocks of one thread-block cluster share each output tile, each taking one slice
+  of K, and sum their accumulators through distributed shared memory (``warp_specialized.cluster_split_k``): no
+  partial buffer in global memory, no second kernel, as deterministic as one block.
 
 The tiles need not divide the GEMM: the TMA unit zero-fills the part of a box past a tensor's edge (the tensor maps
 carry the true m, n, k; the box and the bytes a stage expects stay the whole tile), so K takes any multiple of 8 and,
@@ -35,22 +39,27 @@ from tvm.script import tirx as T
 from tirbench.core.lowering import TIRX_KERNEL
 from tirbench.schedules.common.checks import require_divides, require_positive_int
 from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, REGISTERS_PER_SM, gemm_block, require_multiple
-from tirbench.schedules.gemm.warp_specialized import (CONSUMER_REGS, PRODUCER_REGS, ROWS_PER_CONSUMER,
-                                                      STAGING_BYTES, TILE_K, consumer_mainloop, epilogue_done,
-                                                      register_epilogue, smem_ring, tma_producer, tma_store_epilogue)
+from tirbench.schedules.gemm.warp_specialized import (CONSUMER_REGS, MAX_CLUSTER, PARTIAL_PAD, PRODUCER_REGS,
+                                                      ROWS_PER_CONSUMER, STAGING_BYTES, TILE_K, cluster_split_k,
+                                                      consumer_mainloop, epilogue_done, register_epilogue, smem_ring,
+                                                      tma_producer, tma_store_epilogue)
 from tirbench.schedules.intrinsics import wgmma
 
 def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
-               persistent_ctas: int, n_axis: str = "n", tma_store: bool = False, tma_edges: bool = False) -> None:
+               persistent_ctas: int, n_axis: str = "n", tma_store: bool = False, tma_edges: bool = False,
+               split: int = 1) -> None:
     """One-line checks: fp16, tiles that divide the problem (``tma_edges``: v9's GEMM, whose edges the TMA unit
     handles, ``require_tma_edges`` instead), one warpgroup of 64 rows per consumer, the warpgroups' register budgets
     within an SM's (``setmaxnreg.inc`` waits forever for registers that are not there: 4 consumers hung an H100), one
-    wgmma's N, and the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n)."""
+    wgmma's N, the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n) and a ``split``
+    (``require_cluster_split``)."""
     if dtype != "float16":
         raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
     bm, bn = block_tile
     require_positive_int(consumers, param="consumers")
     require_positive_int(stages, param="stages")
+    if split != 1:
+        require_cluster_split(split, k, persistent_ctas=persistent_ctas, tma_store=tma_store)
     if bm != ROWS_PER_CONSUMER * consumers:
         raise ValueError(f"block_tile[0]={bm}: each of the {consumers} consumer warpgroups owns 64 rows, so it "
                          f"must be {ROWS_PER_CONSUMER * consumers}")
@@ -60,8 +69,8 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
                          f"thread and the producer's {PRODUCER_REGS} need {regs} registers, more than an SM's "
                          f"{REGISTERS_PER_SM} (the kernel would hang in setmaxnreg): at most "
                          f"{(REGISTERS_PER_SM // 128 - PRODUCER_REGS) // CONSUMER_REGS}")
-    if tma_edges:
-        require_tma_edges(m, n, k, block_tile=block_tile, tma_store=tma_store)
+    if tma_edges:  # the cluster's sums are stored row by row, clipped at C's edges like the TMA store
+        require_tma_edges(m, n, k, block_tile=block_tile, tma_store=tma_store or split > 1)
     else:
         require_divides(m, bm, param="block_tile[0]", axis="m")
         require_divides(n, bn, param="block_tile[1]", axis=n_axis)
@@ -71,10 +80,29 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
         raise ValueError(f"block_tile[1]={bn}: one wgmma covers at most N={wgmma.MAX_N} columns")
     if persistent_ctas < 0:
         raise ValueError(f"persistent_ctas={persistent_ctas}: 0 (one block per tile) or the number of blocks")
-    need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8 + (consumers * STAGING_BYTES if tma_store else 0)
+    extra = consumers * STAGING_BYTES if tma_store else bm * (bn + PARTIAL_PAD) * 4 if split > 1 else 0
+    need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8 + extra
     if need > MAX_SHARED_BYTES:
+        what = ", store staging" if tma_store else ", partial tile" if split > 1 else ""
         raise ValueError(f"block_tile={block_tile}, stages={stages} need {need} bytes of shared memory per block "
-                         f"(TMA ring{', store staging' if tma_store else ''}), more than {MAX_SHARED_BYTES}")
+                         f"(TMA ring{what}), more than {MAX_SHARED_BYTES}")
+
+
+def require_cluster_split(split: int, k: int, *, persistent_ctas: int, tma_store: bool) -> None:
+    """One-line checks of v9's split-K in a cluster: 2 to ``MAX_CLUSTER`` slices (the portable cluster size), each
+    with some of the real K (a slice of only zero-filled k tiles would be a block multiplying nothing), one block
+    per tile (not persistent) and the register epilogue (the cluster's sums are stored from the registers)."""
+    require_positive_int(split, param="split")
+    if split > MAX_CLUSTER:
+        raise ValueError(f"split={split}: a cluster holds at most {MAX_CLUSTER} blocks on every Hopper GPU")
+    k_tiles = -(-k // TILE_K)
+    per_slice = -(-k_tiles // split)
+    if (split - 1) * per_slice >= k_tiles:
+        raise ValueError(f"split={split}: k={k} is {k_tiles} k tiles of {TILE_K}, too few for {split} slices of "
+                         f"{per_slice}")
+    if persistent_ctas or tma_store:
+        raise ValueError(f"split={split}: split-K in a cluster takes one block per tile and the register epilogue "
+                         f"(persistent_ctas=0, tma_store=False)")
 
 
 def require_tma_edges(m: int, n: int, k: int, *, block_tile: tuple[int, int], tma_store: bool) -> None:
@@ -94,12 +122,17 @@ def require_tma_edges(m: int, n: int, k: int, *, block_tile: tuple[int, int], tm
 
 
 def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
-              persistent_ctas: int, out_dtype: str = "float32", tma_store: bool = False) -> tirx.PrimFunc:
+              persistent_ctas: int, out_dtype: str = "float32", tma_store: bool = False,
+              split: int = 1) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
     accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major), composed from ``warp_specialized``'s
     pieces; ``tma_store``: the epilogue stores C through shared memory by TMA (``tma_store_epilogue``), else
     straight from the registers (``register_epilogue``). Tiles past an edge of the GEMM are whole tiles, their
-    loads zero-filled and their TMA stores clipped by the TMA unit."""
+    loads zero-filled and their TMA stores clipped by the TMA unit. ``split`` > 1: clusters of ``split`` blocks,
+    one slice of K each, summed in the cluster (``cluster_split_k``; ``v9_split_kernel``)."""
+    if split > 1:
+        return v9_split_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
+                               out_dtype=out_dtype, split=split)
     bm, bn = block_tile
     nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
     k_tiles, m_tiles = -(-k // TILE_K), -(-m // bm)
@@ -159,21 +192,82 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
     return gemm_v9
 
 
+def v9_split_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
+                    out_dtype: str, split: int) -> tirx.PrimFunc:
+    """v9 with split-K in a cluster (``v9_kernel``'s ``split``): one block per (output tile, slice of K), the
+    ``split`` blocks of a tile one thread-block cluster; each block's producer loads its slice's k tiles (the last
+    slice's past K zero-filled by the TMA unit), its consumers multiply them and stash their accumulators in shared
+    memory, and after a cluster barrier each block sums its share of the tile's rows over the cluster and stores
+    them (rows and columns past C's edge are not stored)."""
+    bm, bn = block_tile
+    nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
+    k_tiles, m_tiles = -(-k // (TILE_K * split)), -(-m // bm)  # k tiles a slice
+    tiles = m_tiles * -(-n // bn)
+    grid = tiles * split
+    consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
+    produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
+                           k_tiles=k_tiles, b_panels=n % TILE_K != 0, split=split)
+
+    @T.inline
+    def put4(C, total, row, col):
+        if row < m and col < n:
+            for v in T.vectorized(4):
+                C[row, col + v] = T.Cast(out_dtype, total[v])
+
+    stash, reduce = cluster_split_k(block_tile=block_tile, split=split, consumers=consumers, put4=put4)
+
+    @T.prim_func
+    def gemm_v9_split(a: T.handle, b: T.handle, c: T.handle):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True, TIRX_KERNEL: True})
+        A = T.match_buffer(a, (m, k), "float16")
+        B = T.match_buffer(b, (k, n), "float16")
+        C = T.match_buffer(c, (m, n), out_dtype)
+        T.device_entry()
+        cta = T.cta_id([grid])
+        rank = T.cta_id_in_cluster([split])
+        wg = T.warpgroup_id([consumers + 1])
+        tid = T.thread_id_in_wg([128])
+        A_s, B_s, staged, ring = T.meta_var(smem_ring(a_shape=(stages, bm, TILE_K), b_shape=(stages, TILE_K, bn),
+                                                      dtype="float16", stages=stages, consumers=consumers,
+                                                      partial=block_tile))
+        tile: T.let = cta // split
+        if wg == consumers:  # the producer
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
+            if tid == 0:
+                produce(A_s, B_s, A, B, ring, cta)
+        else:  # consumer wg: rows 64 * wg of the tile, this block's slice of K
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
+            acc = T.alloc_local((nregs,), "float32")
+            a_base: T.let = T.cuda.cvta_generic_to_shared(A_s.ptr_to([0, 0, 0]))
+            b_base: T.let = T.cuda.cvta_generic_to_shared(B_s.ptr_to([0, 0, 0]))
+            consume(acc, ring, a_base, b_base, 0, wg, tid)
+            stash(staged[0], acc, wg, tid)
+        T.cuda.cluster_sync()  # every block's partial tile is written
+        if wg < consumers:
+            reduce(C, staged[0], rank, tile % m_tiles * bm, tile // m_tiles * bn, wg, tid)
+        T.cuda.cluster_sync()  # and read: a block's shared memory lives until the cluster is done with it
+
+    return gemm_v9_split
+
+
 def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
-                   consumers: int = 2, persistent_ctas: int = 132, tma_store: bool = True) -> s_tir.Schedule:
+                   consumers: int = 2, persistent_ctas: int = 132, tma_store: bool = True,
+                   split: int = 1) -> s_tir.Schedule:
     """v9 (module docstring) for the GEMM of ``sch``'s module: a schedule of the TIRx kernel that replaces it.
     ``block_tile`` (64 x ``consumers`` rows, up to 256 columns), ``stages`` buffers in the TMA ring,
     ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile).
     C is written in the dtype of the module's output: fp32, or fp16 (``gemm(..., out_dtype="float16")``: the
     epilogue rounds the accumulators, half the bytes to store). ``tma_store``: C goes out through shared memory,
     one TMA copy per 128-byte-wide chunk (whole lines, overlapping the next tile), instead of 4- or 8-byte stores
-    from the registers; then M and N need not be multiples of the block tile, nor K ever of 64 (module docstring)."""
+    from the registers; then M and N need not be multiples of the block tile, nor K ever of 64 (module docstring).
+    ``split``: 2 to 8 blocks of a cluster share each tile, one slice of K each (module docstring; with
+    ``persistent_ctas=0`` and ``tma_store=False``, any M and N)."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     func = sch.mod["main"]
     out_dtype = str(func.params[-1].dtype)  # C, the last parameter
     require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
-               persistent_ctas=persistent_ctas, tma_store=tma_store, tma_edges=True)
+               persistent_ctas=persistent_ctas, tma_store=tma_store, tma_edges=True, split=split)
     kernel = v9_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
-                       persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store)
+                       persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store, split=split)
     return s_tir.Schedule(IRModule({"main": kernel}))

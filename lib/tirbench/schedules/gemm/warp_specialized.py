@@ -8,7 +8,9 @@ epilogue:
 - ``consumer_mainloop``: a consumer warpgroup's wgmma over the ring for one output tile;
 - ``register_epilogue``: the accumulators stored straight from the registers, two adjacent columns a store;
 - ``tma_store_epilogue`` (with ``staging_buffers``, ``epilogue_done``): the accumulators stored through shared memory
-  by TMA.
+  by TMA;
+- ``cluster_split_k``: split-K inside a thread-block cluster, each block of the cluster one slice of K, the slices'
+  accumulators summed through distributed shared memory (no partial buffer in global memory, no second kernel).
 
 Each is a TIRx inline function (or, for ``smem_ring``, a Python function called while the kernel is parsed) built for
 the kernel's tile sizes; the kernels keep their own loops over the output tiles and their own producers' loads.
@@ -31,19 +33,28 @@ ROWS_PER_CONSUMER = 64  # one wgmma's M
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg budgets (multiples of 8; 128 x 40 + 256 x 232 <= 64 K)
 K_STEP = 16  # halves per wgmma instruction
 STAGING_BYTES = 2 * ROWS_PER_CONSUMER * 128  # per consumer, the TMA-store epilogue's two 64 x 128-byte buffers
+#: Floats past each row of a split-K partial tile: rows 16 bytes out of step with the banks, so that the 8 rows a warp
+#: writes at once are not one bank's (``cluster_split_k``).
+PARTIAL_PAD = 4
+#: The most blocks of a thread-block cluster that every Hopper GPU launches (the portable cluster size).
+MAX_CLUSTER = 8
 
 
 def smem_ring(*, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str, stages: int, consumers: int,
-              arrivals: int = 1, staging: str | None = None) -> tuple:
+              arrivals: int = 1, staging: str | None = None, partial: tuple[int, int] | None = None) -> tuple:
     """The shared memory of a warp-specialized kernel, called while its kernel is parsed (``T.meta_var``): the A and
     B tiles of the ring (``a_shape``, ``b_shape``: stages first; 128B swizzle, 1024-aligned), the TMA-store staging
-    in ``staging`` (C's dtype; None: no TMA store), the *full* barriers (``arrivals`` arrivals a stage, the TMA
-    bytes besides) and the *empty* ones (one arrival per consumer), then the pool committed, fenced for the async
-    proxy and the block synchronised. Returns (A_s, B_s, (C_s, C_flat) or (None, None), ring)."""
+    in ``staging`` (C's dtype; None: no TMA store) or the block's float32 partial tile of ``partial`` = (rows,
+    columns) (``cluster_split_k``: each row ``PARTIAL_PAD`` floats longer), the *full* barriers (``arrivals``
+    arrivals a stage, the TMA bytes besides) and the *empty* ones (one arrival per consumer), then the pool
+    committed, fenced for the async proxy and the block synchronised. Returns (A_s, B_s, (C_s, C_flat) or
+    (partial tile, None) or (None, None), ring)."""
     pool = SMEMPool()
     a_s = pool.alloc_tcgen05_mma_AB(a_shape, dtype)
     b_s = pool.alloc_tcgen05_mma_AB(b_shape, dtype)
     staged = staging_buffers(pool, consumers, staging) if staging else (None, None)
+    if partial:
+        staged = (pool.alloc((partial[0], partial[1] + PARTIAL_PAD), "float32"), None)
     ring = Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers)
     pool.commit()
     T.evaluate(T.ptx.fence.proxy.async_.shared__cta())
@@ -179,7 +190,7 @@ def epilogue_done(tid):
 
 
 def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int,
-                 b_panels: bool = False):
+                 b_panels: bool = False, split: int = 1):
     """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
     ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
     tiles, ``m_tiles`` of them down M) and each of its k tiles, wait until the next stage of the ring is empty, expect
@@ -187,7 +198,8 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
     tile (A: m x k, B: k x n, row-major global buffers). A box reaching past a buffer's edge is zero-filled by the TMA
     unit and still brings its full bytes. ``b_panels``: B's tile in one copy per 64-column panel, for an n that is
     not a multiple of 64 (TVM plans the one copy of a wider tile as a view of B in 64-column panels, which needs
-    that)."""
+    that). ``split``: blocks ``split * t`` to ``split * t + split - 1`` share output tile ``t``, block ``cta`` taking
+    the ``k_tiles`` k tiles of slice ``cta % split`` (``cluster_split_k``)."""
     bm, bn = block_tile
     rounds = -(-tiles // grid)
     a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
@@ -195,26 +207,25 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
     @T.inline
     def produce(A_s, B_s, A, B, ring, cta):
         for r in T.serial(rounds):
-            tile: T.let = cta + r * grid
+            tile: T.let = (cta + r * grid) // split
             if tile < tiles:
                 for kt in T.serial(k_tiles):
                     g: T.let = r * k_tiles + kt  # the ring's running count
                     s: T.let = g % stages
+                    k0: T.let = ((cta % split) * k_tiles + kt) * TILE_K
                     if g >= stages:
                         ring.empty.wait(s, (g // stages - 1) % 2)
                     ring.full.arrive(s, a_bytes + b_bytes)
-                    Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm,
-                                                  kt * TILE_K:kt * TILE_K + TILE_K],
+                    Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm, k0:k0 + TILE_K],
                                   dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
                     if b_panels:
                         for p in T.unroll(bn // TILE_K):
                             col: T.let = tile // m_tiles * bn + p * TILE_K
                             Tx.copy_async(B_s[s, :, p * TILE_K:p * TILE_K + TILE_K],
-                                          B[kt * TILE_K:kt * TILE_K + TILE_K, col:col + TILE_K],
+                                          B[k0:k0 + TILE_K, col:col + TILE_K],
                                           dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
                     else:
-                        Tx.copy_async(B_s[s, :, :], B[kt * TILE_K:kt * TILE_K + TILE_K,
-                                                      tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                        Tx.copy_async(B_s[s, :, :], B[k0:k0 + TILE_K, tile // m_tiles * bn:tile // m_tiles * bn + bn],
                                       dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
 
     return produce
@@ -241,3 +252,53 @@ def register_epilogue(*, bn: int, put: Callable, rows: int | None = None):
                         put(out, acc, pixel, col0 + 16 * t + col, t * 8 + pair * 2)
 
     return epilogue
+
+
+def cluster_split_k(*, block_tile: tuple[int, int], split: int, consumers: int, put4: Callable):
+    """Split-K inside a thread-block cluster of ``split`` blocks that share one output tile, each block having
+    computed one slice of K into its consumers' accumulators, as two TIRx inline functions:
+
+    - ``stash(partial, acc, wg, tid)``: the warpgroup's 64 x bn accumulators into the block's float32 partial tile
+      in shared memory (``smem_ring(partial=...)``, rows ``PARTIAL_PAD`` floats longer);
+    - ``reduce(C, partial, rank, row0, col0, wg, tid)``, between two cluster barriers (the first: every block's
+      partial tile written; the second: nobody reads a block's shared memory after it has exited): block ``rank``
+      of the cluster sums its share of the tile's rows (``ceil(bm / split)`` of them) over the cluster's partial
+      tiles, read four floats at a time from the other blocks' shared memory (``mapa`` +
+      ``ld.shared::cluster``), slice 0 first (deterministic), and ``put4(C, total, row, col)`` stores the four sums at
+      row ``row0 + r``, columns ``col .. col + 3`` of C.
+
+    No partial buffer in global memory and no second launch: the cost is the partial tile's shared memory and its
+    reads across the cluster."""
+    bm, bn = block_tile
+    rows, quads, threads = -(-bm // split), bn // 4, consumers * 128
+    chunks = rows * quads
+
+    @T.inline
+    def stash(partial, acc, wg, tid):
+        for t in T.unroll(bn // 16):
+            for pair in T.unroll(4):
+                row, col = T.meta_var(wgmma.element_of(tid % 32, 2 * pair))
+                for v in T.vectorized(2):
+                    partial[wg * 64 + tid // 32 * 16 + row, 16 * t + col + v] = acc[t * 8 + pair * 2 + v]
+
+    @T.inline
+    def reduce(C, partial, rank, row0, col0, wg, tid):
+        peer = T.alloc_local((1,), "uint32")
+        part = T.alloc_local((4,), "float32")
+        total = T.alloc_local((4,), "float32")
+        for i in T.serial(-(-chunks // threads)):
+            c: T.let = i * threads + wg * 128 + tid
+            r: T.let = rank * rows + c // quads
+            if c < chunks and r < bm:
+                q: T.let = c % quads
+                for v in T.vectorized(4):
+                    total[v] = T.float32(0)
+                for p in T.unroll(split):
+                    T.ptx.mapa.shared__cluster.u32(peer[0], T.cuda.cvta_generic_to_shared(partial.ptr_to([r, q * 4])),
+                                                   T.uint32(p))
+                    T.ptx.ld.shared__cluster.v4.f32(part[0], part[1], part[2], part[3], peer[0])
+                    for v in T.vectorized(4):
+                        total[v] = total[v] + part[v]
+                put4(C, total, row0 + r, col0 + q * 4)
+
+    return stash, reduce
