@@ -175,10 +175,12 @@ def test_tiles_of_192_columns_come_first_where_they_fill_the_waves(size, family,
     assert dict(record.candidates[0]) == first
 
 
-def test_v9_offers_64x64_tiles_for_1000_cubed():
-    """128 x 64 tiles give 128 blocks for 132 SMs at 1000^3; 64 x 64 tiles with one consumer give 256."""
+def test_v9_offers_a_multicast_and_cluster_split_k_for_1000_cubed():
+    """1000^3: 128 x 64 tiles give 128 blocks for 132 SMs, also in clusters of two that share A (the H200's choice,
+    run 6dbf37), and 64 tiles of 128 x 128 fill the SMs in two slices of K."""
     (v9, _) = rule_records(gemm(1000, 1000, 1000, dtype="float16"))
-    assert (64, 64) in _tiles(v9)
+    assert {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 2} in v9.candidates
+    assert any(c.get("split") == 2 and c["block_tile"] == (128, 128) for c in v9.candidates)
 
 
 def test_a_shape_v9_cannot_take_leaves_v8_and_a_raster_is_lowered_to_fit():

@@ -417,3 +417,35 @@ def test_v9_split_bad_parameters_one_line(params, message):
     with pytest.raises(ValueError, match=message) as err:
         V9_TMA_WS.apply(gemm(100, 1024, k, "float16"), params)
     assert "\n" not in str(err.value)
+
+
+def test_v9_multicast_shares_the_a_tile_in_a_cluster_of_two():
+    """``multicast=2``: the two blocks of a cluster (neighbouring tiles of one block row) each load half of A's tile
+    into both with one multicast TMA copy (CTA mask 0b11) while each block's barrier still expects the whole tile,
+    each *empty* barrier counts both blocks' consumers, a stage goes back to both producers (remote arrivals), and the
+    cluster is synchronised after the barriers' init and before it exits; no spills."""
+    sch = V9_TMA_WS.apply(gemm(1000, 1000, 1000, "float16", out_dtype="float16"),
+                          {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 2})
+    assert tensor_maps(sch)["A"] == ((1000, 1000), (64, 64))   # a box of half the tile's 128 rows
+    src = device_source(sch)
+    kernel = src[src.index('extern "C" __global__'):]
+    assert ".multicast::cluster" in src and "(ushort)3)" in kernel
+    assert f"(uint){(128 + 64) * 64 * 2})" in kernel   # expect_tx: the whole A tile, both halves, and B's
+    assert kernel.count("mbarrier_init_init_shared_b64") == 12 and kernel.count("(uint)4);") == 6   # 2 x 2 consumers
+    assert kernel.count("mbarrier_arrive_nocount_arrive_shared__cluster_b64") == 4   # to both blocks, twice
+    assert kernel.count("tvm_builtin_cuda_cluster_sync()") == 2
+    if shutil.which("nvcc"):
+        assert any("0 bytes spill stores" in line for line in nvcc_report(src))
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"multicast": 3, "persistent_ctas": 0}, "multicast=3: clusters of 2 or 4 blocks share the A tile"),
+    ({"multicast": 2}, r"persistent_ctas=132, multicast=2: A's multicast takes one block per tile"),
+    ({"multicast": 2, "block_tile": (128, 64), "stages": 2, "persistent_ctas": 0},
+     r"a block of 81952 bytes of shared memory would share its SM with another"),
+    ({"multicast": 2, "split": 2, "persistent_ctas": 0, "tma_store": False}, "either splits K or shares A"),
+])
+def test_v9_multicast_bad_parameters_one_line(params, message):
+    with pytest.raises(ValueError, match=message) as err:
+        V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), params)
+    assert "\n" not in str(err.value)

@@ -156,13 +156,20 @@ WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
 #: fill the last wave where 256 leave it half empty (2000 x 3000: 256 tiles of 128 x 192 are 1.94 waves of an H100's
 #: SMs, 192 of 128 x 256 are 1.45), in 128 rows (two consumers, persistent or one block per tile) and in 64 (one
 #: consumer: 512 tiles, 3.9 waves); and 64 x 64 tiles with one consumer and a deep ring, 256 blocks at 1000^3 where
-#: 128 x 64 tiles give 128 and leave four SMs idle of 132. Measured in ``tools/gpu-checks/gemm_rules.py``.
+#: 128 x 64 tiles give 128 and leave four SMs idle of 132; and tiles whose clusters of two blocks share the A tile
+#: (``multicast``: a block reads half of A from L2, 2000 x 3000's 128 x 192 tiles 32 KB a k tile instead of 40).
+#: Measured in ``tools/gpu-checks/gemm_rules.py``.
 FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     V9_TMA_WS.name: (
         {"block_tile": (128, 192), "stages": 4},
         {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0},
         {"block_tile": (64, 192), "stages": 6, "consumers": 1},
         {"block_tile": (64, 64), "stages": 8, "consumers": 1, "persistent_ctas": 0},
+        *({**tile, "persistent_ctas": 0, "multicast": 2} for tile in (
+            {"block_tile": (128, 192), "stages": 4},
+            {"block_tile": (128, 128), "stages": 6},
+            {"block_tile": (128, 64), "stages": 6},
+        )),
     ),
 }
 

@@ -192,7 +192,8 @@ def ranked(wl: Workload, record: KernelRecord, keep: int = KEEP) -> tuple[Mappin
     def key(cand: Mapping[str, Any]) -> tuple[float, int, int]:
         params = record.params(cand)
         (bm, bn), split = params["block_tile"], params.get("split", 1)
-        return (-score(m, n, (bm, bn), split, k_fill(k, params.get("tile_k", 1), split)), -bm * bn, split)
+        share = k_fill(k, params.get("tile_k", 1), split)
+        return (-score(m, n, (bm, bn), split, share), -bm * bn, split)
 
     taken: list[Mapping[str, Any]] = []
     for cand in sorted(candidate_pool(record, m, n), key=key):

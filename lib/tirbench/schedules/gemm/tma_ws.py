@@ -15,6 +15,10 @@ Hopper kernels do:
   (``wgmma.wait_group 1``: the previous k tile's group), and the producer refills it;
 - optionally **persistent**: ``persistent_ctas`` blocks (one per SM) loop over the output tiles, so the producer
   already loads the next tile while the consumers store this one;
+- optionally **A multicast in a cluster** (``multicast``, one block per tile): 2 or 4 blocks on neighbouring tiles of
+  a block row load their common A tile once, each a share of its rows into all of them (one multicast TMA copy), and
+  give each stage back to every block's producer: less of L2's bandwidth for a GEMM whose tiles are bound by it
+  (1000^3, 128 x 64 tiles: 12.5 us without, 11.3 with, on an H200);
 - or **split-K in a cluster** (``split``): for GEMMs with too few output tiles to fill the SMs (100 x 3000: 24 tiles of
   128 x 128 for 132 SMs), ``split`` blocks of one thread-block cluster share each output tile, each taking one slice
   of K, and sum their accumulators through distributed shared memory (``warp_specialized.cluster_split_k``): no
@@ -42,17 +46,18 @@ from tirbench.schedules.common.tiling import MAX_SHARED_BYTES, REGISTERS_PER_SM,
 from tirbench.schedules.gemm.warp_specialized import (CONSUMER_REGS, MAX_CLUSTER, PARTIAL_PAD, PRODUCER_REGS,
                                                       ROWS_PER_CONSUMER, STAGING_BYTES, TILE_K, cluster_split_k,
                                                       consumer_mainloop, epilogue_done, register_epilogue, smem_ring,
-                                                      tma_producer, tma_store_epilogue)
+                                                      tile_origin, tma_producer, tma_store_epilogue)
 from tirbench.schedules.intrinsics import wgmma
+
 
 def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
                persistent_ctas: int, n_axis: str = "n", tma_store: bool = False, tma_edges: bool = False,
-               split: int = 1) -> None:
+               split: int = 1, multicast: int = 1) -> None:
     """One-line checks: fp16, tiles that divide the problem (``tma_edges``: v9's GEMM, whose edges the TMA unit
     handles, ``require_tma_edges`` instead), one warpgroup of 64 rows per consumer, the warpgroups' register budgets
     within an SM's (``setmaxnreg.inc`` waits forever for registers that are not there: 4 consumers hung an H100), one
-    wgmma's N, the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n) and a ``split``
-    (``require_cluster_split``)."""
+    wgmma's N, the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n), a ``split``
+    (``require_cluster_split``) and a ``multicast`` of A (``require_multicast``)."""
     if dtype != "float16":
         raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
     bm, bn = block_tile
@@ -82,10 +87,30 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
         raise ValueError(f"persistent_ctas={persistent_ctas}: 0 (one block per tile) or the number of blocks")
     extra = consumers * STAGING_BYTES if tma_store else bm * (bn + PARTIAL_PAD) * 4 if split > 1 else 0
     need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8 + extra
+    if multicast != 1:
+        require_multicast(multicast, persistent_ctas=persistent_ctas, split=split, smem=need)
     if need > MAX_SHARED_BYTES:
         what = ", store staging" if tma_store else ", partial tile" if split > 1 else ""
         raise ValueError(f"block_tile={block_tile}, stages={stages} need {need} bytes of shared memory per block "
                          f"(TMA ring{what}), more than {MAX_SHARED_BYTES}")
+
+
+def require_multicast(multicast: int, *, persistent_ctas: int, split: int, smem: int) -> None:
+    """One-line checks of A's multicast (``tma_producer``): 2 or 4 blocks a cluster (each then loads a whole number
+    of 8-row swizzle atoms of the A tile's 64-row multiples); one block per tile (the persistent form hung on an H200: not yet found why);
+    a block whose shared memory leaves no room for a second on its SM (a block of a cluster that waits in
+    ``setmaxnreg`` for registers another cluster's block holds could wait for ever; only such tiles were measured);
+    and no split-K (its clusters share K)."""
+    if multicast not in (2, 4):
+        raise ValueError(f"multicast={multicast}: clusters of 2 or 4 blocks share the A tile (1: none)")
+    if persistent_ctas:
+        raise ValueError(f"persistent_ctas={persistent_ctas}, multicast={multicast}: A's multicast takes one block "
+                         f"per tile (persistent_ctas=0; the persistent form hung on an H200)")
+    if 2 * smem <= MAX_SHARED_BYTES:
+        raise ValueError(f"multicast={multicast}: a block of {smem} bytes of shared memory would share its SM with "
+                         f"another; A's multicast takes blocks of more than {MAX_SHARED_BYTES // 2} (more stages)")
+    if split > 1:
+        raise ValueError(f"split={split}, multicast={multicast}: a cluster either splits K or shares A, not both")
 
 
 def require_cluster_split(split: int, k: int, *, persistent_ctas: int, tma_store: bool) -> None:
@@ -123,25 +148,29 @@ def require_tma_edges(m: int, n: int, k: int, *, block_tile: tuple[int, int], tm
 
 def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
               persistent_ctas: int, out_dtype: str = "float32", tma_store: bool = False,
-              split: int = 1) -> tirx.PrimFunc:
+              split: int = 1, multicast: int = 1) -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
     accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major), composed from ``warp_specialized``'s
     pieces; ``tma_store``: the epilogue stores C through shared memory by TMA (``tma_store_epilogue``), else
     straight from the registers (``register_epilogue``). Tiles past an edge of the GEMM are whole tiles, their
     loads zero-filled and their TMA stores clipped by the TMA unit. ``split`` > 1: clusters of ``split`` blocks,
-    one slice of K each, summed in the cluster (``cluster_split_k``; ``v9_split_kernel``)."""
+    one slice of K each, summed in the cluster (``cluster_split_k``; ``v9_split_kernel``). ``multicast`` > 1: clusters of that many blocks on
+    neighbouring tiles of a block row, each loading its share of their common A tile into all of them (one multicast
+    TMA copy; ``tma_producer``); a tile past C's last column (an odd number of block columns) is computed, not
+    stored."""
     if split > 1:
         return v9_split_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
                                out_dtype=out_dtype, split=split)
     bm, bn = block_tile
     nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
     k_tiles, m_tiles = -(-k // TILE_K), -(-m // bm)
-    tiles = m_tiles * -(-n // bn)
-    grid = persistent_ctas or tiles
-    rounds = -(-tiles // grid)
-    consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes)
+    tiles = m_tiles * -(-(-(-n // bn)) // multicast)  # clusters' tiles: a cluster's blocks share a block row
+    grid = persistent_ctas or tiles * multicast
+    rounds = -(-tiles // (grid // multicast))
+    consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes,
+                                multicast=multicast)
     produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
-                           k_tiles=k_tiles, b_panels=n % TILE_K != 0)
+                           k_tiles=k_tiles, b_panels=n % TILE_K != 0, multicast=multicast)
     store_tma = tma_store_epilogue(bn=bn, out_dtype=out_dtype)
 
     def out(value: tirx.PrimExpr) -> tirx.PrimExpr:
@@ -163,11 +192,13 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
         C = T.match_buffer(c, (m, n), out_dtype)
         T.device_entry()
         cta = T.cta_id([grid])
+        if multicast > 1:
+            _rank = T.cta_id_in_cluster([multicast])
         wg = T.warpgroup_id([consumers + 1])
         tid = T.thread_id_in_wg([128])
         A_s, B_s, staged, ring = T.meta_var(smem_ring(a_shape=(stages, bm, TILE_K), b_shape=(stages, TILE_K, bn),
                                                       dtype="float16", stages=stages, consumers=consumers,
-                                                      staging=out_dtype if tma_store else None))
+                                                      staging=out_dtype if tma_store else None, multicast=multicast))
         if wg == consumers:  # the producer
             T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
             if tid == 0:
@@ -178,16 +209,20 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
             a_base: T.let = T.cuda.cvta_generic_to_shared(A_s.ptr_to([0, 0, 0]))
             b_base: T.let = T.cuda.cvta_generic_to_shared(B_s.ptr_to([0, 0, 0]))
             for r in T.serial(rounds):
-                tile: T.let = cta + r * grid
+                tile: T.let = cta // multicast + r * (grid // multicast)
                 if tile < tiles:
+                    row0, col0 = T.meta_var(tile_origin(tile, cta, block_tile=block_tile, m_tiles=m_tiles,
+                                                        multicast=multicast))
                     consume(acc, ring, a_base, b_base, r, wg, tid)
-                    if tma_store:
-                        store_tma(C, staged[0], staged[1], acc, tile % m_tiles * bm + wg * 64, tile // m_tiles * bn,
-                                  r, wg, tid)
-                    else:
-                        store_registers(C, acc, tile % m_tiles * bm, tile // m_tiles * bn, wg, tid)
+                    if col0 < n:
+                        if tma_store:
+                            store_tma(C, staged[0], staged[1], acc, row0 + wg * 64, col0, r, wg, tid)
+                        else:
+                            store_registers(C, acc, row0, col0, wg, tid)
             if tma_store:
                 epilogue_done(tid)
+        if multicast > 1:
+            T.cuda.cluster_sync()  # a block's barriers live until its cluster's blocks have stopped signalling them
 
     return gemm_v9
 
@@ -252,7 +287,7 @@ def v9_split_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stag
 
 def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
                    consumers: int = 2, persistent_ctas: int = 132, tma_store: bool = True,
-                   split: int = 1) -> s_tir.Schedule:
+                   split: int = 1, multicast: int = 1) -> s_tir.Schedule:
     """v9 (module docstring) for the GEMM of ``sch``'s module: a schedule of the TIRx kernel that replaces it.
     ``block_tile`` (64 x ``consumers`` rows, up to 256 columns), ``stages`` buffers in the TMA ring,
     ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile).
@@ -261,13 +296,16 @@ def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 2
     one TMA copy per 128-byte-wide chunk (whole lines, overlapping the next tile), instead of 4- or 8-byte stores
     from the registers; then M and N need not be multiples of the block tile, nor K ever of 64 (module docstring).
     ``split``: 2 to 8 blocks of a cluster share each tile, one slice of K each (module docstring; with
-    ``persistent_ctas=0`` and ``tma_store=False``, any M and N)."""
+    ``persistent_ctas=0`` and ``tma_store=False``, any M and N). ``multicast``: 2 or 4 blocks of a
+    cluster share the A tile of their block row, each loading its share into all (module docstring)."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     func = sch.mod["main"]
     out_dtype = str(func.params[-1].dtype)  # C, the last parameter
     require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
-               persistent_ctas=persistent_ctas, tma_store=tma_store, tma_edges=True, split=split)
+               persistent_ctas=persistent_ctas, tma_store=tma_store, tma_edges=True, split=split,
+               multicast=multicast)
     kernel = v9_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
-                       persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store, split=split)
+                       persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store, split=split,
+                       multicast=multicast)
     return s_tir.Schedule(IRModule({"main": kernel}))

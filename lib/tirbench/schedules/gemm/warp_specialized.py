@@ -41,29 +41,35 @@ MAX_CLUSTER = 8
 
 
 def smem_ring(*, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str, stages: int, consumers: int,
-              arrivals: int = 1, staging: str | None = None, partial: tuple[int, int] | None = None) -> tuple:
+              arrivals: int = 1, staging: str | None = None, partial: tuple[int, int] | None = None,
+              multicast: int = 1) -> tuple:
     """The shared memory of a warp-specialized kernel, called while its kernel is parsed (``T.meta_var``): the A and
     B tiles of the ring (``a_shape``, ``b_shape``: stages first; 128B swizzle, 1024-aligned), the TMA-store staging
     in ``staging`` (C's dtype; None: no TMA store) or the block's float32 partial tile of ``partial`` = (rows,
     columns) (``cluster_split_k``: each row ``PARTIAL_PAD`` floats longer), the *full* barriers (``arrivals``
-    arrivals a stage, the TMA bytes besides) and the *empty* ones (one arrival per consumer), then the pool
-    committed, fenced for the async proxy and the block synchronised. Returns (A_s, B_s, (C_s, C_flat) or
-    (partial tile, None) or (None, None), ring)."""
+    arrivals a stage, the TMA bytes besides) and the *empty* ones (one arrival per consumer, of each of the
+    ``multicast`` blocks whose A tiles one TMA copy fills: ``tma_producer``), then the pool committed, fenced for the
+    async proxy and the block synchronised (with ``multicast``: the cluster, whose blocks then signal each other's
+    barriers). Returns (A_s, B_s, (C_s, C_flat) or (partial tile, None) or (None, None), ring)."""
     pool = SMEMPool()
     a_s = pool.alloc_tcgen05_mma_AB(a_shape, dtype)
     b_s = pool.alloc_tcgen05_mma_AB(b_shape, dtype)
     staged = staging_buffers(pool, consumers, staging) if staging else (None, None)
     if partial:
         staged = (pool.alloc((partial[0], partial[1] + PARTIAL_PAD), "float32"), None)
-    ring = Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers)
+    ring = Pipeline(pool, stages, full="tma", empty="mbar", init_full=arrivals, init_empty=consumers * multicast)
     pool.commit()
     T.evaluate(T.ptx.fence.proxy.async_.shared__cta())
-    T.evaluate(T.cuda.cta_sync())
+    if multicast > 1:
+        T.evaluate(T.ptx.fence.mbarrier_init.release.cluster())
+        T.evaluate(T.cuda.cluster_sync())
+    else:
+        T.evaluate(T.cuda.cta_sync())
     return a_s, b_s, staged, ring
 
 
 def consumer_mainloop(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_bytes: int, proxy_fence: bool = False,
-             dtype: str = "float16"):
+             dtype: str = "float16", multicast: int = 1):
     """A consumer warpgroup's main loop over one output tile, as a TIRx inline function
     ``consume(acc, ring, a_base, b_base, rnd, wg, tid)``: per k tile, wait for the stage's *full* barrier, issue four
     wgmma (m64n{bn}k16 f16, or for ``dtype="int8"`` m64n{bn}k32 s8 into int32 accumulators ``acc`` typed uint32:
@@ -71,7 +77,8 @@ def consumer_mainloop(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_byt
     give that stage back (*empty*); at the end wait for all and give back the last stage.
     The tiles are 128-byte swizzled rows: A K-major; B N-major in panels of 64 columns (fp16) or K-major (int8).
     ``rnd``: the round of a persistent block (its k tiles continue the ring's running count); ``proxy_fence``: a
-    ``fence.proxy.async`` before the wgmma, for tiles written by ``cp.async`` (the generic proxy)."""
+    ``fence.proxy.async`` before the wgmma, for tiles written by ``cp.async`` (the generic proxy); ``multicast``: a
+    stage goes back to the producer of every block of the cluster (each writes its share of A into all of them)."""
     int8 = dtype == "int8"
     if int8 and bn > 224:
         wgmma.allow_integer_n256()
@@ -95,6 +102,14 @@ def consumer_mainloop(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_byt
         return mma(*regs, a_desc, b_desc, accumulate, 1, 1, 0, 1)
 
     @T.inline
+    def release(ring, stage):
+        if multicast > 1:
+            for p in T.unroll(multicast):
+                ring.empty.arrive(stage, remote=p)
+        else:
+            ring.empty.arrive(stage)
+
+    @T.inline
     def consume(acc, ring, a_base, b_base, rnd, wg, tid):
         for kt in T.serial(k_tiles):
             g: T.let = rnd * k_tiles + kt
@@ -111,10 +126,10 @@ def consumer_mainloop(*, bn: int, stages: int, k_tiles: int, a_bytes: int, b_byt
             T.ptx.wgmma.wait_group.sync.aligned(1)  # the previous k tile's group has retired ...
             if kt > 0:
                 if tid == 0:  # ... so its stage goes back to the producer
-                    ring.empty.arrive((g + stages - 1) % stages)
+                    release(ring, (g + stages - 1) % stages)
         T.ptx.wgmma.wait_group.sync.aligned(0)
         if tid == 0:
-            ring.empty.arrive((rnd * k_tiles + k_tiles - 1) % stages)
+            release(ring, (rnd * k_tiles + k_tiles - 1) % stages)
 
     return consume
 
@@ -190,7 +205,7 @@ def epilogue_done(tid):
 
 
 def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int,
-                 b_panels: bool = False, split: int = 1):
+                 b_panels: bool = False, split: int = 1, multicast: int = 1):
     """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
     ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
     tiles, ``m_tiles`` of them down M) and each of its k tiles, wait until the next stage of the ring is empty, expect
@@ -199,16 +214,22 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
     unit and still brings its full bytes. ``b_panels``: B's tile in one copy per 64-column panel, for an n that is
     not a multiple of 64 (TVM plans the one copy of a wider tile as a view of B in 64-column panels, which needs
     that). ``split``: blocks ``split * t`` to ``split * t + split - 1`` share output tile ``t``, block ``cta`` taking
-    the ``k_tiles`` k tiles of slice ``cta % split`` (``cluster_split_k``)."""
+    the ``k_tiles`` k tiles of slice ``cta % split`` (``cluster_split_k``). ``multicast``: clusters of that many
+    blocks on neighbouring tiles of one block row (``tile_origin``) share the A tile, each block loading
+    ``bm / multicast`` of its rows into every block of the cluster with one multicast TMA copy: a ``multicast``-th of
+    A's reads from L2."""
     bm, bn = block_tile
     rounds = -(-tiles // grid)
     a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
+    share = bm // multicast
 
     @T.inline
     def produce(A_s, B_s, A, B, ring, cta):
         for r in T.serial(rounds):
-            tile: T.let = (cta + r * grid) // split
+            tile: T.let = (cta // multicast + r * (grid // multicast)) // split
             if tile < tiles:
+                row0, col0 = T.meta_var(tile_origin(tile, cta, block_tile=block_tile, m_tiles=m_tiles,
+                                                    multicast=multicast))
                 for kt in T.serial(k_tiles):
                     g: T.let = r * k_tiles + kt  # the ring's running count
                     s: T.let = g % stages
@@ -216,19 +237,32 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
                     if g >= stages:
                         ring.empty.wait(s, (g // stages - 1) % 2)
                     ring.full.arrive(s, a_bytes + b_bytes)
-                    Tx.copy_async(A_s[s, :, :], A[tile % m_tiles * bm:tile % m_tiles * bm + bm, k0:k0 + TILE_K],
-                                  dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
+                    if multicast > 1:
+                        own: T.let = cta % multicast * share
+                        Tx.copy_async(A_s[s, own:own + share, :], A[row0 + own:row0 + own + share, k0:k0 + TILE_K],
+                                      dispatch="tma_auto", mbar=ring.full.ptr_to([s]), cta_mask=(1 << multicast) - 1)
+                    else:
+                        Tx.copy_async(A_s[s, :, :], A[row0:row0 + bm, k0:k0 + TILE_K],
+                                      dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
                     if b_panels:
                         for p in T.unroll(bn // TILE_K):
-                            col: T.let = tile // m_tiles * bn + p * TILE_K
+                            col: T.let = col0 + p * TILE_K
                             Tx.copy_async(B_s[s, :, p * TILE_K:p * TILE_K + TILE_K],
                                           B[k0:k0 + TILE_K, col:col + TILE_K],
                                           dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
                     else:
-                        Tx.copy_async(B_s[s, :, :], B[k0:k0 + TILE_K, tile // m_tiles * bn:tile // m_tiles * bn + bn],
+                        Tx.copy_async(B_s[s, :, :], B[k0:k0 + TILE_K, col0:col0 + bn],
                                       dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
 
     return produce
+
+
+def tile_origin(tile, cta, *, block_tile: tuple[int, int], m_tiles: int, multicast: int = 1):
+    """(first row, first column) of the output tile a block works on, as TIR expressions, called while a kernel is
+    parsed (``T.meta_var``): ``tile`` counts down M first (``m_tiles`` block rows); with ``multicast``, ``tile``
+    counts clusters, whose blocks (``cta % multicast``) take neighbouring tiles of one block row."""
+    bm, bn = block_tile
+    return tile % m_tiles * bm, (tile // m_tiles * multicast + cta % multicast) * bn
 
 
 def register_epilogue(*, bn: int, put: Callable, rows: int | None = None):

@@ -1,0 +1,37 @@
+"""#40 diagnosis: v9 with A multicast in clusters of two blocks (``multicast=2``), one candidate per process (a hung
+kernel costs its line, not the run), beside the same tile without it. Run from the repository root:
+    . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/probe/multicast_probe.py
+"""
+import subprocess
+import sys
+
+CASES = [
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0}),
+    ((1000, 1000, 1000), {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0}),
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4}),
+]
+
+
+def one(size: tuple[int, int, int], params: dict) -> None:
+    from tirbench.bench.harness import verify_then_time
+    from tirbench.core.machine import cuda_target
+    from tirbench.schedules.gemm.records import V9_TMA_WS
+    from tirbench.workloads import gemm
+    wl = gemm(*size, dtype="float16", out_dtype="float16")
+    m = verify_then_time(wl, V9_TMA_WS.apply(wl, params), variant="v9", repeats=30, target=cuda_target())
+    print(f"{size} {params}: {m.timing.median_ms * 1e3:.1f} us", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        one(eval(sys.argv[1]), eval(sys.argv[2]))
+        sys.exit()
+    for size, params in CASES:
+        for mc in (2,):
+            p = {**params, "multicast": mc} if mc > 1 else params
+            try:
+                r = subprocess.run([sys.executable, __file__, repr(size), repr(p)], capture_output=True, text=True,
+                                   timeout=45)
+                print(r.stdout.strip() or f"{size} {p}: FAIL {r.stderr.strip().splitlines()[-1:]}", flush=True)
+            except subprocess.TimeoutExpired:
+                print(f"{size} {p}: HUNG (45 s)", flush=True)
