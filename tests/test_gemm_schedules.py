@@ -345,6 +345,15 @@ def tensor_maps(sch: s_tir.Schedule) -> dict[str, tuple[tuple[int, ...], tuple[i
     return maps
 
 
+def launch_params(sch: s_tir.Schedule) -> list[str]:
+    """The launch parameters of a TIRx kernel's device function (``clusterCtaIdx.x`` for a cluster launch)."""
+    mod = tirx.transform.BindTarget(cuda_target().with_host("llvm"))(sch.mod)
+    with cuda_target():
+        mod = tvm.tirx.get_tir_pipeline("tirx")[0](mod)
+    return [str(p) for f in mod.functions.values() if f.attrs and "tirx.kernel_launch_params" in f.attrs
+            for p in f.attrs["tirx.kernel_launch_params"]]
+
+
 @pytest.mark.parametrize("size, out_dtype, params", [
     ((1000, 1000, 1000), "float32", {}),
     ((1000, 1000, 1000), "float16", {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0}),
@@ -392,6 +401,7 @@ def test_v9_split_k_in_a_cluster_slices_k_and_sums_through_distributed_shared_me
     sch = V9_TMA_WS.apply(gemm(100, 3000, 5000, "float16", out_dtype=out_dtype),
                           {"block_tile": (128, 128), "stages": 4, "persistent_ctas": 0, "tma_store": False, "split": 4})
     assert len(sch.mod.functions) == 1 and tensor_maps(sch).keys() == {"A", "B"}   # C from the registers
+    assert "clusterCtaIdx.x" in launch_params(sch)
     src = device_source(sch)
     kernel = src[src.index('extern "C" __global__'):]
     assert "%%cluster_ctarank" in src and kernel.count("tvm_builtin_cuda_cluster_sync()") == 2
@@ -427,6 +437,7 @@ def test_v9_multicast_shares_the_a_tile_in_a_cluster_of_two():
     sch = V9_TMA_WS.apply(gemm(1000, 1000, 1000, "float16", out_dtype="float16"),
                           {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 2})
     assert tensor_maps(sch)["A"] == ((1000, 1000), (64, 64))   # a box of half the tile's 128 rows
+    assert "clusterCtaIdx.x" in launch_params(sch)   # launched in clusters
     src = device_source(sch)
     kernel = src[src.index('extern "C" __global__'):]
     assert ".multicast::cluster" in src and "(ushort)3)" in kernel

@@ -192,8 +192,8 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
         C = T.match_buffer(c, (m, n), out_dtype)
         T.device_entry()
         cta = T.cta_id([grid])
-        if multicast > 1:
-            _rank = T.cta_id_in_cluster([multicast])
+        if multicast > 1:  # clusters of ``multicast`` blocks (the launch's cluster shape)
+            T.cta_id_in_cluster([multicast])
         wg = T.warpgroup_id([consumers + 1])
         tid = T.thread_id_in_wg([128])
         A_s, B_s, staged, ring = T.meta_var(smem_ring(a_shape=(stages, bm, TILE_K), b_shape=(stages, TILE_K, bn),
