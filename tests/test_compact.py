@@ -106,3 +106,16 @@ def test_papermill_keeps_each_cells_duration_and_compacting_twice_changes_nothin
     assert cells[1].metadata == {"papermill": {"duration": 0.1, "exception": True, "status": "failed"}, "tags": ["x"]}
     compact_notebook(path)
     assert path.read_bytes() == once
+
+
+def test_the_json_is_written_without_indentation_and_reads_back_the_same(tmp_path):
+    """``write_compact``: the notebook Jupyter reads back is the one written; only the indentation is gone."""
+    cell = nbformat.v4.new_code_cell("x = 1\nprint(x)", outputs=[stream("stdout", "1\n")])
+    nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("# A\ntext")])
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, path)
+    indented = path.stat().st_size
+    compact_notebook(path)
+    text = path.read_text()
+    assert "\n " not in text and ": " not in text and path.stat().st_size < indented
+    assert nbformat.read(path, as_version=4) == nbformat.reads(nbformat.writes(nb), as_version=4)

@@ -10,18 +10,23 @@
 - a pandas table (``DataFrame._repr_html_``: a tag a line, indented) loses the spaces between its tags, which a
   browser does not show, and its scoped style's indentation: one line instead of one a tag, in the notebook's JSON too;
 - papermill's record of each cell keeps its ``duration``; the start and end times go, and so do ``exception: false``
-  and ``status: completed`` (a kept copy ran to its end) and an empty ``tags`` list.
+  and ``status: completed`` (a kept copy ran to its end) and an empty ``tags`` list;
+- the JSON is written without indentation (``write_compact``; Jupyter reads it alike and indents it again when it
+  saves): a twentieth of the bytes.
 
 Compacting a compacted notebook changes nothing (``palette_png`` keeps a palette PNG as it is).
 """
 from __future__ import annotations
 
 import base64
+import copy
+import json
 import re
 from pathlib import Path
 
 import nbformat
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+from nbformat.v4.rwbase import split_lines, strip_transient
 
 from tirbench.core.images import palette_png
 
@@ -80,4 +85,12 @@ def compact_notebook(path: Path) -> None:
             if "text/html" in data:
                 data["text/html"] = table_spaces(script_classes(data["text/html"]))
                 data.pop("text/plain", None)
-    nbformat.write(nb, path)
+    write_compact(nb, path)
+
+
+def write_compact(nb: nbformat.NotebookNode, path: Path) -> None:
+    """Write ``nb`` to ``path`` as ``nbformat.write`` does (validated, sources split into lines, keys sorted, transient
+    fields dropped) but without the indentation and the spaces after separators."""
+    nbformat.validate(nb)
+    Path(path).write_text(json.dumps(strip_transient(split_lines(copy.deepcopy(nb))), sort_keys=True,
+                                     separators=(",", ":"), ensure_ascii=False) + "\n", encoding="utf-8")
