@@ -27,7 +27,7 @@ from tirbench.schedules.gemm.simt import (
 )
 from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
-from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws
+from tirbench.schedules.gemm.tma_ws import gemm_v9_tma_ws, v9_kernel
 from tirbench.schedules.gemm.warp_specialized import staged_index, store_chunk_columns
 from tirbench.workloads.base import Workload
 from tirbench.workloads.gemm import gemm
@@ -460,3 +460,12 @@ def test_v9_multicast_bad_parameters_one_line(params, message):
     with pytest.raises(ValueError, match=message) as err:
         V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), params)
     assert "\n" not in str(err.value)
+
+
+def test_v9_persistent_multicast_loads_every_round_its_consumers_take():
+    """Persistent clusters (not offered until measured): 66 clusters of two blocks over 128 cluster tiles take two
+    rounds, and the producer loads both (it once counted rounds of blocks, one, and the consumers waited for ever)."""
+    kernel = v9_kernel(2000, 3000, 1000, block_tile=(128, 192), stages=4, consumers=2, persistent_ctas=132,
+                       out_dtype="float16", tma_store=True, multicast=2)
+    src = device_source(s_tir.Schedule(tvm.IRModule({"main": kernel})))
+    assert re.findall(r"for \(int r\w* = 0; r\w* < (\d+);", src) == ["2", "2"]

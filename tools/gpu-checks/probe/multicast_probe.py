@@ -1,5 +1,6 @@
 """#40 diagnosis: v9 with A multicast in clusters of two blocks (``multicast=2``), one candidate per process (a hung
-kernel costs its line, not the run), beside the same tile without it. Run from the repository root:
+kernel costs its line, not the run). The kernel is built by ``tma_ws.v9_kernel`` itself, past ``require_multicast``,
+so that the persistent form (refused until it is measured) is measured too. Run from the repository root:
     . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/probe/multicast_probe.py
 """
 import subprocess
@@ -13,12 +14,18 @@ CASES = [
 
 
 def one(size: tuple[int, int, int], params: dict) -> None:
+    from tvm import s_tir
+    from tvm.ir import IRModule
+
     from tirbench.bench.harness import verify_then_time
     from tirbench.core.machine import cuda_target
     from tirbench.schedules.gemm.records import V9_TMA_WS
+    from tirbench.schedules.gemm.tma_ws import v9_kernel
     from tirbench.workloads import gemm
     wl = gemm(*size, dtype="float16", out_dtype="float16")
-    m = verify_then_time(wl, V9_TMA_WS.apply(wl, params), variant="v9", repeats=30, target=cuda_target())
+    kernel = v9_kernel(*size, out_dtype="float16", **V9_TMA_WS.params(params))
+    m = verify_then_time(wl, s_tir.Schedule(IRModule({"main": kernel})), variant="v9", repeats=30,
+                         target=cuda_target())
     print(f"{size} {params}: {m.timing.median_ms * 1e3:.1f} us", flush=True)
 
 

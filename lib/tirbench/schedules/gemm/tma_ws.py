@@ -18,7 +18,7 @@ Hopper kernels do:
 - optionally **A multicast in a cluster** (``multicast``, one block per tile): 2 or 4 blocks on neighbouring tiles of
   a block row load their common A tile once, each a share of its rows into all of them (one multicast TMA copy), and
   give each stage back to every block's producer: less of L2's bandwidth for a GEMM whose tiles are bound by it
-  (1000^3, 128 x 64 tiles: 12.5 us without, 11.3 with, on an H200);
+  (1000^3, 128 x 64 tiles: 12.5 us without, 11.3 with, on an H200; not yet persistent);
 - or **split-K in a cluster** (``split``): for GEMMs with too few output tiles to fill the SMs (100 x 3000: 24 tiles of
   128 x 128 for 132 SMs), ``split`` blocks of one thread-block cluster share each output tile, each taking one slice
   of K, and sum their accumulators through distributed shared memory (``warp_specialized.cluster_split_k``): no
@@ -97,15 +97,16 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
 
 def require_multicast(multicast: int, *, persistent_ctas: int, split: int, smem: int) -> None:
     """One-line checks of A's multicast (``tma_producer``): 2 or 4 blocks a cluster (each then loads a whole number
-    of 8-row swizzle atoms of the A tile's 64-row multiples); one block per tile (the persistent form hung on an H200: not yet found why);
-    a block whose shared memory leaves no room for a second on its SM (a block of a cluster that waits in
+    of 8-row swizzle atoms of the A tile's 64-row multiples); one block per tile (the persistent form hung on an
+    H200: its producer counted rounds of blocks where its consumers counted rounds of clusters; fixed, not yet
+    measured); a block whose shared memory leaves no room for a second on its SM (a block of a cluster that waits in
     ``setmaxnreg`` for registers another cluster's block holds could wait for ever; only such tiles were measured);
     and no split-K (its clusters share K)."""
     if multicast not in (2, 4):
         raise ValueError(f"multicast={multicast}: clusters of 2 or 4 blocks share the A tile (1: none)")
     if persistent_ctas:
         raise ValueError(f"persistent_ctas={persistent_ctas}, multicast={multicast}: A's multicast takes one block "
-                         f"per tile (persistent_ctas=0; the persistent form hung on an H200)")
+                         f"per tile (persistent_ctas=0): its persistent form is not measured on a GPU yet")
     if 2 * smem <= MAX_SHARED_BYTES:
         raise ValueError(f"multicast={multicast}: a block of {smem} bytes of shared memory would share its SM with "
                          f"another; A's multicast takes blocks of more than {MAX_SHARED_BYTES // 2} (more stages)")

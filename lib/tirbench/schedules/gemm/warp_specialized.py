@@ -219,7 +219,7 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
     ``bm / multicast`` of its rows into every block of the cluster with one multicast TMA copy: a ``multicast``-th of
     A's reads from L2."""
     bm, bn = block_tile
-    rounds = -(-tiles // grid)
+    rounds = -(-tiles // (grid // multicast))  # a cluster of ``multicast`` blocks takes one tile of ``tiles`` a round
     a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
     share = bm // multicast
 
