@@ -156,7 +156,7 @@ WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
 #: fill the last wave where 256 leave it half empty (2000 x 3000: 256 tiles of 128 x 192 are 1.94 waves of an H100's
 #: SMs, 192 of 128 x 256 are 1.45), in 128 rows (two consumers, persistent or one block per tile) and in 64 (one
 #: consumer: 512 tiles, 3.9 waves); and 64 x 64 tiles with one consumer and a deep ring, 256 blocks at 1000^3 where
-#: 128 x 64 tiles give 128 and leave four SMs idle of 132; and tiles whose clusters of two blocks share the A tile
+#: 128 x 64 tiles give 128 and leave four of an H100's SMs idle; and tiles whose clusters of two blocks share the A tile
 #: (``multicast``: a block reads half of A from L2, 2000 x 3000's 128 x 192 tiles 32 KB a k tile instead of 40).
 #: Measured in ``tools/gpu-checks/gemm_rules.py``.
 FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
@@ -176,8 +176,9 @@ FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
 #: v9's tiles for split-K in a thread-block cluster (``gemm.tma_ws``'s ``split``: one block per tile and slice of K, the
 #: slices summed through distributed shared memory, the register epilogue), with a ring that leaves room for the
 #: block's float32 partial tile. The GEMM rules offer each in the slices that keep its blocks within one wave of the
-#: SMs, where the GEMM has fewer such tiles than SMs (100 x 3000: 24 tiles of 128 x 128 for 132 SMs, 5 slices of 1000
-#: make 120 blocks; 1000^3: 64 tiles, 2 slices). Measured in ``tools/gpu-checks/gemm_rules.py``.
+#: SMs, where the GEMM has fewer such tiles than SMs (100 x 3000: 24 tiles of 128 x 128 for an H100's SMs, 4 slices
+#: of 1250 make 96 blocks, the H200's choice; 1000^3: 64 tiles, 2 slices). Measured in
+#: ``tools/gpu-checks/gemm_rules.py``.
 CLUSTER_SPLIT_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     V9_TMA_WS.name: tuple({**tile, "persistent_ctas": 0, "tma_store": False} for tile in (
         {"block_tile": (128, 128), "stages": 4},

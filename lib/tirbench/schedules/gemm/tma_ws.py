@@ -155,10 +155,10 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
     pieces; ``tma_store``: the epilogue stores C through shared memory by TMA (``tma_store_epilogue``), else
     straight from the registers (``register_epilogue``). Tiles past an edge of the GEMM are whole tiles, their
     loads zero-filled and their TMA stores clipped by the TMA unit. ``split`` > 1: clusters of ``split`` blocks,
-    one slice of K each, summed in the cluster (``cluster_split_k``; ``v9_split_kernel``). ``multicast`` > 1: clusters of that many blocks on
-    neighbouring tiles of a block row, each loading its share of their common A tile into all of them (one multicast
-    TMA copy; ``tma_producer``); a tile past C's last column (an odd number of block columns) is computed, not
-    stored."""
+    one slice of K each, summed in the cluster (``cluster_split_k``; ``v9_split_kernel``). ``multicast`` > 1:
+    clusters of that many blocks on neighbouring tiles of a block row, each loading its share of their common A tile
+    into all of them (one multicast TMA copy; ``tma_producer``); a tile past C's last column (an odd number of block
+    columns) is computed, not stored."""
     if split > 1:
         return v9_split_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
                                out_dtype=out_dtype, split=split)
