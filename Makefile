@@ -2,7 +2,7 @@
 #                plots and the README table; a failing notebook does not stop the others, make fails naming it
 # make test      run the test suite (CPU only) on TEST_WORKERS processes (pytest-xdist; default 2, CI's cores;
 #                TEST_WORKERS=1: one process, e.g. where pytest-xdist is not installed); a sample of the sweeps
-#                (tests/conftest.py); 13-14 min on 2 cores (fresh clone, 2026-11-28)
+#                (tests/conftest.py); 13-17 min on 2 cores (fresh clone, 2026-11-28 and -29)
 # make test-full every case of every sweep and the tests marked `full` (23 min on 2 cores)
 # make compare-runs   per notebook, the latest native run's headline ratios against the run before it on its GPU
 #                (tirbench.report.rerun; TOLERANCE=0.03 flags a change past 3%)
