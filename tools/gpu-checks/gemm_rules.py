@@ -16,10 +16,10 @@ import argparse
 import time
 from pathlib import Path
 
-from tirbench.core.machine import require_cuda_gpu
+from tirbench.bench.choose import rule_forms
 from tirbench.core.errors import refusal
+from tirbench.core.machine import require_cuda_gpu
 from tirbench.kernel import best_kernels
-from tirbench.schedules.gemm.rules import rule_records
 from tirbench.workloads import gemm
 
 SIZES = ((4096, 4096, 4096), (1024, 1024, 1024), (2000, 3000, 1000), (1000, 1000, 1000), (37, 4096, 4096),
@@ -55,7 +55,7 @@ def main() -> None:
     wls = []
     for wl in (gemm(*size, dtype=dtype, out_dtype="float16" if args.half_c and dtype == "float16" else "float32")
                for dtype in args.dtypes for size in args.sizes):
-        why = refusal(lambda: rule_records(wl))
+        why = refusal(lambda: rule_forms(wl, args.keep))  # cached: the sweep below reads the same forms
         if why:  # a half C at a K or N that is not a multiple of 8: v9, the only family that writes one, cannot
             print(f"{wl.shape:>16} {wl.dtype:>8}  skipped: {why}")
         else:

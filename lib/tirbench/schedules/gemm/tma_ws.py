@@ -280,7 +280,8 @@ def v9_split_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stag
             stash(staged[0], acc, wg, tid)
         T.cuda.cluster_sync()  # every block's partial tile is written
         if wg < consumers:
-            reduce(C, staged[0], rank, tile % m_tiles * bm, tile // m_tiles * bn, wg, tid)
+            row0, col0 = T.meta_var(tile_origin(tile, cta, block_tile=block_tile, m_tiles=m_tiles))
+            reduce(C, staged[0], rank, row0, col0, wg, tid)
         T.cuda.cluster_sync()  # and read: a block's shared memory lives until the cluster is done with it
 
     return gemm_v9_split
