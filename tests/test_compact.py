@@ -119,3 +119,21 @@ def test_the_json_is_written_without_indentation_and_reads_back_the_same(tmp_pat
     text = path.read_text()
     assert "\n " not in text and ": " not in text and path.stat().st_size < indented
     assert nbformat.read(path, as_version=4) == nbformat.reads(nbformat.writes(nb), as_version=4)
+
+
+def test_a_bar_redrawn_below_printed_lines_keeps_its_last_state_and_a_new_bar_of_one_name_stays(tmp_path):
+    """tqdm.write prints a candidate's line (stdout) and redraws the bar (stderr) below it: a terminal ends on the
+    lines and the bar's last state, and so does the compacted cell. A second bar of the same name (counting from 1
+    again) keeps the first's end, and a finished bar stays whatever follows."""
+    def bar(n: int) -> str:
+        return f"v5 512x512: {25 * n:3d}%|{'#' * n}{' ' * (4 - n)}| {n}/4 [00:00<00:00,  5.0cand/s, best {n}.0]\n"
+    outputs = [stream("stderr", bar(1)), stream("stdout", "  v5(a): 1.0 us\n"), stream("stderr", bar(2)),
+               stream("stdout", "  v5(b): 2.0 us\n"), stream("stderr", bar(4) + "\n"),
+               stream("stderr", bar(1)), stream("stdout", "  v5(c): 3 us\n"), stream("stderr", bar(2)),
+               stream("stdout", "done\n"), stream("stderr", bar(4)), stream("stderr", bar(4))]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("sweep()", outputs=outputs)]), path)
+    compact_notebook(path)
+    got = [(o.name, o.text) for o in nbformat.read(path, as_version=4).cells[0].outputs]
+    assert got == [("stdout", "  v5(a): 1.0 us\n  v5(b): 2.0 us\n"), ("stderr", bar(4) + "\n"),
+                   ("stdout", "  v5(c): 3 us\ndone\n"), ("stderr", bar(4) + bar(4))]

@@ -451,7 +451,7 @@ def test_v9_multicast_shares_the_a_tile_in_a_cluster_of_two():
 
 @pytest.mark.parametrize("params, message", [
     ({"multicast": 3, "persistent_ctas": 0}, "multicast=3: clusters of 2 or 4 blocks share the A tile"),
-    ({"multicast": 2}, r"persistent_ctas=132, multicast=2: A's multicast takes one block per tile"),
+    ({"multicast": 2, "persistent_ctas": 131}, r"persistent_ctas=131, multicast=2: persistent blocks come in whole"),
     ({"multicast": 2, "block_tile": (128, 64), "stages": 2, "persistent_ctas": 0},
      r"a block of 81952 bytes of shared memory would share its SM with another"),
     ({"multicast": 2, "split": 2, "persistent_ctas": 0, "tma_store": False}, "either splits K or shares A"),
@@ -463,7 +463,7 @@ def test_v9_multicast_bad_parameters_one_line(params, message):
 
 
 def test_v9_persistent_multicast_loads_every_round_its_consumers_take():
-    """Persistent clusters (not offered until measured): 66 clusters of two blocks over 128 cluster tiles take two
+    """Persistent clusters: 66 clusters of two blocks over 128 cluster tiles take two
     rounds, and the producer loads both (it once counted rounds of blocks, one, and the consumers waited for ever)."""
     kernel = v9_kernel(2000, 3000, 1000, block_tile=(128, 192), stages=4, consumers=2, persistent_ctas=132,
                        out_dtype="float16", tma_store=True, multicast=2)

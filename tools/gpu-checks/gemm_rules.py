@@ -1,12 +1,13 @@
-"""The GEMM rules against cuBLAS (< 8 min on an H100/H200): for notebook 03's sizes (4096^3, 1024^3 and its padded
-shapes 2000x3000x1000, 1000x1000x1000, 37x4096x4096) and three shapes no tile divides (2500x3500x1500,
-1200x5000x700, and 100x3000x5000 with fewer than 128 rows), in fp32 and fp16 (float32 C, as notebook 03's rows): every
-candidate the rules offer (``schedules.gemm.rules``) built in one parallel batch, verified against numpy and timed,
-the fastest kept, beside cuBLAS in the same process (``tirbench.kernel.best_kernels``). Appends each choice's row
-(variant ``rules_<family>``) and cuBLAS's to ``results/kernel/gemm_rules.csv`` and prints a table with the ratio
-(cuBLAS time / the rules' time) against the goal (>= 0.9x); a shape the rules refuse (a half C where K or N is not a
-multiple of 8) is skipped in one line. ``--dtypes`` and ``--sizes`` narrow the run (with a
-larger ``--keep``: a wider look at a few shapes). Run from the repository root:
+"""The GEMM rules against cuBLAS (< 9 min on an H100/H200): for notebook 03's sizes (1024^3, 2048^3, 4096^3,
+4096x1024x8192), notebook 03_gemm_shapes' padded shapes (2000x3000x1000, 1000x1000x1000, 37x4096x4096) and three
+shapes no tile divides (2500x3500x1500, 1200x5000x700, and 100x3000x5000 with fewer than 128 rows), in fp32 and fp16
+(float32 C, as notebook 03's rows; ``--half-c``: a half C, as cuBLAS's fp16 GEMM writes): every candidate the rules
+offer (``schedules.gemm.rules``) built in one parallel batch, verified against numpy and timed, the fastest kept,
+beside cuBLAS in the same process (``tirbench.kernel.best_kernels``). Appends each choice's row (variant
+``rules_<family>``) and cuBLAS's to ``results/kernel/gemm_rules.csv`` and prints a table with the ratio (cuBLAS time /
+the rules' time) against the goal (>= 0.9x); a shape the rules refuse (a half C where K or N is not a multiple of 8)
+is skipped in one line. ``--dtypes`` and ``--sizes`` narrow the run (with a larger ``--keep``: a wider look at a few
+shapes). Run from the repository root:
     . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/gemm_rules.py [--repeats 30] [--keep 5] \
         [--dtypes float16] [--sizes 2000x3000x1000 100x3000x5000]
 """
@@ -22,8 +23,8 @@ from tirbench.core.machine import require_cuda_gpu
 from tirbench.kernel import best_kernels
 from tirbench.workloads import gemm
 
-SIZES = ((4096, 4096, 4096), (1024, 1024, 1024), (2000, 3000, 1000), (1000, 1000, 1000), (37, 4096, 4096),
-         (2500, 3500, 1500), (1200, 5000, 700), (100, 3000, 5000))
+SIZES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (4096, 1024, 8192), (2000, 3000, 1000),
+         (1000, 1000, 1000), (37, 4096, 4096), (2500, 3500, 1500), (1200, 5000, 700), (100, 3000, 5000))
 DTYPES = ("float32", "float16")
 GOAL = 0.9
 
@@ -48,7 +49,7 @@ def main() -> None:
                     help="float16 inputs write a half C, as cuBLAS's fp16 GEMM does (default: a float32 C; rows "
                          "rules_<family>_fp16_c)")
     ap.add_argument("--sizes", nargs="+", type=size_arg, default=SIZES, metavar="MxNxK",
-                    help="GEMM shapes (default: the eight above)")
+                    help="GEMM shapes (default: the ten above)")
     args = ap.parse_args()
     require_cuda_gpu()
     start = time.time()

@@ -2,7 +2,8 @@
 
 - PNG outputs become palette PNGs (256 colours) where that is smaller;
 - consecutive stream outputs merge and each ``\\r``-overwritten progress line keeps only its last state, as a
-  terminal would show it (nbconvert's ``CoalesceStreamsPreprocessor``);
+  terminal would show it (nbconvert's ``CoalesceStreamsPreprocessor``); so does a tqdm bar that ``tqdm.write``
+  redrew below each line it printed (``settled_bars``: a terminal shows the lines, then the bar's last state);
 - an output that has HTML (a table, TVMScript) keeps no plain-text copy of it: Jupyter and the HTML report show the
   HTML;
 - TVMScript shown by ``mod.show()`` (Pygments HTML with an inline ``style`` on every token) gets short classes and
@@ -38,6 +39,8 @@ _HIGHLIGHT = re.compile(r'^<div class="highlight" style="([^"]*)">')
 _PANDAS, _TABLE = "<div>\n<style scoped>", '<table border="1" class="dataframe"'
 #: papermill's per-cell record: the values that say nothing about a cell of a notebook that ran to its end.
 _PAPERMILL_DROPPED = {"start_time": None, "end_time": None, "exception": False, "status": "completed"}
+#: A tqdm bar's line: ``sweep 512x512:  25%|██▌       | 2/8 [00:00<00:01,  4.97cand/s, best 38.9 TFLOP/s]``.
+_BAR = re.compile(r"^(?P<desc>.*?): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<total>\d+) \[.*\]$")
 
 
 def script_classes(html: str) -> str:
@@ -62,6 +65,30 @@ def table_spaces(html: str) -> str:
     return re.sub(r">\s+<", "><", html)
 
 
+def settled_bars(outputs: list) -> list:
+    """A cell's ``outputs`` without the tqdm bar lines that a later state of the same bar supersedes: the next bar
+    line of that description, in any stream output of the cell, counts further towards the same total (a finished
+    bar, or one that a new bar of that description follows from a lower count, stays); a stream output left with
+    nothing but line ends goes."""
+    lines = [o["text"].split("\n") if o.get("output_type") == "stream" else [] for o in outputs]
+    dropped, last = set(), {}
+    found = ((k, i, m) for k, text in enumerate(lines) for i, line in enumerate(text) if (m := _BAR.match(line)))
+    for k, i, m in found:
+        desc, n, total = m["desc"], int(m["n"]), m["total"]
+        before = last.get(desc)
+        if before is not None and before[3] == total and before[2] < min(n, int(total)):
+            dropped.add(before[:2])
+        last[desc] = (k, i, n, total)
+    kept = []
+    for k, output in enumerate(outputs):
+        if any(d[0] == k for d in dropped):
+            output["text"] = "\n".join(line for i, line in enumerate(lines[k]) if (k, i) not in dropped)
+            if not output["text"].strip("\n"):
+                continue
+        kept.append(output)
+    return kept
+
+
 def papermill_record(metadata: dict) -> None:
     """Drop from a cell's ``metadata`` what papermill records that says nothing (see the module's docstring)."""
     record = metadata.get("papermill", {})
@@ -76,6 +103,10 @@ def compact_notebook(path: Path) -> None:
     """Rewrite the executed notebook at ``path`` with its outputs compacted (see the module's docstring)."""
     nb = nbformat.read(path, as_version=4)
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
+    for cell in nb.cells:
+        if "outputs" in cell:
+            cell.outputs = settled_bars(cell.outputs)
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})   # the streams a dropped bar kept apart
     for cell in nb.cells:
         papermill_record(cell.metadata)
         for output in cell.get("outputs", []):

@@ -1,15 +1,17 @@
-"""#40 diagnosis: v9 with A multicast in clusters of two blocks (``multicast=2``), one candidate per process (a hung
-kernel costs its line, not the run). The kernel is built by ``tma_ws.v9_kernel`` itself, past ``require_multicast``,
-so that the persistent form (refused until it is measured) is measured too. Run from the repository root:
+"""#40 diagnosis: v9 with A multicast in clusters of two or four blocks (``multicast``), one candidate per process (a
+hung kernel costs its line, not the run), a half C. The kernel is built by ``tma_ws.v9_kernel`` itself, past
+``require_multicast``, so that forms the rules do not offer are measured too. Run from the repository root:
     . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/probe/multicast_probe.py
 """
 import subprocess
 import sys
 
-CASES = [
-    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0}),
-    ((1000, 1000, 1000), {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0}),
-    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4}),
+CASES = [  # (size, params): one block per tile and persistent (132 blocks), clusters of 2 and 4
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0, "multicast": 4}),
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "multicast": 4}),
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "multicast": 2}),
+    ((1000, 1000, 1000), {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 4}),
+    ((1000, 1000, 1000), {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 2}),
 ]
 
 
@@ -34,11 +36,9 @@ if __name__ == "__main__":
         one(eval(sys.argv[1]), eval(sys.argv[2]))
         sys.exit()
     for size, params in CASES:
-        for mc in (2,):
-            p = {**params, "multicast": mc} if mc > 1 else params
-            try:
-                r = subprocess.run([sys.executable, __file__, repr(size), repr(p)], capture_output=True, text=True,
-                                   timeout=45)
-                print(r.stdout.strip() or f"{size} {p}: FAIL {r.stderr.strip().splitlines()[-1:]}", flush=True)
-            except subprocess.TimeoutExpired:
-                print(f"{size} {p}: HUNG (45 s)", flush=True)
+        try:
+            r = subprocess.run([sys.executable, __file__, repr(size), repr(params)], capture_output=True, text=True,
+                               timeout=45)
+            print(r.stdout.strip() or f"{size} {params}: FAIL {r.stderr.strip().splitlines()[-1:]}", flush=True)
+        except subprocess.TimeoutExpired:
+            print(f"{size} {params}: HUNG (45 s)", flush=True)

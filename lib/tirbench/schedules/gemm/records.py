@@ -157,7 +157,9 @@ WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
 #: SMs, 192 of 128 x 256 are 1.45), in 128 rows (two consumers, persistent or one block per tile) and in 64 (one
 #: consumer: 512 tiles, 3.9 waves); and 64 x 64 tiles with one consumer and a deep ring, 256 blocks at 1000^3 where
 #: 128 x 64 tiles give 128 and leave four of an H100's SMs idle; and tiles whose clusters of two blocks share the A tile
-#: (``multicast``: a block reads half of A from L2, 2000 x 3000's 128 x 192 tiles 32 KB a k tile instead of 40).
+#: (``multicast``: a block reads half of A from L2, 2000 x 3000's 128 x 192 tiles 32 KB a k tile instead of 40), one
+#: block per tile or persistent (one block an SM, in clusters of two: a tile's epilogue overlaps the next tile's first
+#: loads).
 #: Measured in ``tools/gpu-checks/gemm_rules.py``.
 FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     V9_TMA_WS.name: (
@@ -169,6 +171,11 @@ FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
             {"block_tile": (128, 192), "stages": 4},
             {"block_tile": (128, 128), "stages": 6},
             {"block_tile": (128, 64), "stages": 6},
+        )),
+        *({**tile, "multicast": 2} for tile in (   # persistent clusters
+            {"block_tile": (128, 192), "stages": 4},
+            {"block_tile": (128, 256), "stages": 4},
+            {"block_tile": (128, 128), "stages": 6},
         )),
     ),
 }
@@ -217,7 +224,11 @@ def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tup
 #: also in 11 slices: 264 blocks at 100 x 3000, one round of two 256-thread blocks on each of an H100's SMs, where 16
 #: slices make 384; and 112 x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224
 #: threads copy whole), in 8, 10 or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer
-#: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64), float16 through v8's wgmma
+#: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64; and v5's 128 x 256 tiles of
+#: 4096^3 in 11 slices: 12 tiles of a 3000-column C in 11 slices are a block for each of an H100's SMs, each with
+#: the most reuse of a loaded value (cuBLAS's own choice at 100 x 3000 x 5000 is a SIMT 256 x 128 kernel on the
+#: transposed product and a split-K reduction; 10 slices, or k tiles of 8 in 4 stages as cuBLAS's, measured slower)),
+#: float16 through v8's wgmma
 #: (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
 #: 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where 128 x 128 needs 16 slices
 #: and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
@@ -238,6 +249,9 @@ SPLITK_SIMT = KernelRecord(
     ) + with_splits(
         {"block_tile": (112, 128), "warp_tile": (16, 128), "thread_tile": (8, 8), "tile_k": 28, "stages": 3},
         splits=(8, 10, 11),
+    ) + with_splits(
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3},
+        splits=(11,),
     ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(
     "splitk_wgmma", gemm_splitk_wgmma,

@@ -97,16 +97,15 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
 
 def require_multicast(multicast: int, *, persistent_ctas: int, split: int, smem: int) -> None:
     """One-line checks of A's multicast (``tma_producer``): 2 or 4 blocks a cluster (each then loads a whole number
-    of 8-row swizzle atoms of the A tile's 64-row multiples); one block per tile (the persistent form hung on an
-    H200: its producer counted rounds of blocks where its consumers counted rounds of clusters; fixed, not yet
-    measured); a block whose shared memory leaves no room for a second on its SM (a block of a cluster that waits in
-    ``setmaxnreg`` for registers another cluster's block holds could wait for ever; only such tiles were measured);
-    and no split-K (its clusters share K)."""
+    of 8-row swizzle atoms of the A tile's 64-row multiples); persistent blocks whole clusters (``persistent_ctas`` a
+    multiple of ``multicast``); a block whose shared memory leaves no room for a second on its SM (a block of a
+    cluster that waits in ``setmaxnreg`` for registers another cluster's block holds could wait for ever; only such
+    tiles were measured); and no split-K (its clusters share K)."""
     if multicast not in (2, 4):
         raise ValueError(f"multicast={multicast}: clusters of 2 or 4 blocks share the A tile (1: none)")
-    if persistent_ctas:
-        raise ValueError(f"persistent_ctas={persistent_ctas}, multicast={multicast}: A's multicast takes one block "
-                         f"per tile (persistent_ctas=0): its persistent form is not measured on a GPU yet")
+    if persistent_ctas % multicast:
+        raise ValueError(f"persistent_ctas={persistent_ctas}, multicast={multicast}: persistent blocks come in whole "
+                         f"clusters, a multiple of {multicast}")
     if 2 * smem <= MAX_SHARED_BYTES:
         raise ValueError(f"multicast={multicast}: a block of {smem} bytes of shared memory would share its SM with "
                          f"another; A's multicast takes blocks of more than {MAX_SHARED_BYTES // 2} (more stages)")
