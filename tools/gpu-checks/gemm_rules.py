@@ -3,7 +3,8 @@
 shapes no tile divides (2500x3500x1500, 1200x5000x700, and 100x3000x5000 with fewer than 128 rows), in fp32 and fp16
 (float32 C, as notebook 03's rows; ``--half-c``: a half C, as cuBLAS's fp16 GEMM writes): every candidate the rules
 offer (``schedules.gemm.rules``) built in one parallel batch, verified against numpy and timed, the fastest kept,
-beside cuBLAS in the same process (``tirbench.kernel.best_kernels``). Appends each choice's row (variant
+beside cuBLAS in the same process (``tirbench.kernel.best_kernels``; for fp16 with a float32 C, cuBLAS writing a
+float32 C where torch has it: ``cublas_float16_fp32_c``). Appends each choice's row (variant
 ``rules_<family>``) and cuBLAS's to ``results/kernel/gemm_rules.csv`` and prints a table with the ratio (cuBLAS time /
 the rules' time) against the goal (>= 0.9x); a shape the rules refuse (a half C where K or N is not a multiple of 8)
 is skipped in one line. ``--dtypes`` and ``--sizes`` narrow the run (with a larger ``--keep``: a wider look at a few

@@ -52,24 +52,44 @@ def cudnn_conv2d(wl: Workload, *, channels_last: bool = False, repeats: int = 10
                                   prepare=to_channels_last if channels_last else None)
 
 
-def cublas_gemm(wl: Workload, *, repeats: int = 100, seed: int = 0) -> Measurement:
+def cublas_gemm(wl: Workload, *, repeats: int = 100, seed: int = 0, like_c: bool = False) -> Measurement:
     """cuBLAS's GEMM of a ``gemm`` workload: ``torch.matmul`` with TF32 and fp16 reduced-precision reductions off
-    (fp16 inputs: a half C, as cuBLAS's fp16 GEMM writes it). Variant ``cublas_<dtype>``, provider ``cublas``."""
+    (fp16 inputs: a half C, as cuBLAS's fp16 GEMM writes it). Variant ``cublas_<dtype>``, provider ``cublas``.
+    ``like_c``: fp16 inputs with a float32 C go through cuBLAS's GEMM that writes a float32 C, the GEMM the kernel
+    computes (``torch.mm(..., out_dtype=torch.float32)``, variant ``cublas_float16_fp32_c``), where this torch has it
+    (``mm_writes_fp32``); else the half C as above."""
     import torch
 
     if wl.name != "gemm":
         raise ValueError(f"cublas_gemm takes a gemm workload, got {wl.name}")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    if like_c and (wl.dtype, wl.out_dtype) == ("float16", "float32") and mm_writes_fp32():
+        return verify_then_time_torch(wl, lambda a, b: torch.mm(a, b, out_dtype=torch.float32),
+                                      variant=f"cublas_{wl.dtype}_fp32_c", provider="cublas", repeats=repeats,
+                                      seed=seed)
     return verify_then_time_torch(wl, torch.matmul, variant=f"cublas_{wl.dtype}", provider="cublas",
                                   repeats=repeats, seed=seed)
 
 
+def mm_writes_fp32() -> bool:
+    """Whether this torch's ``torch.mm`` takes ``out_dtype`` (fp16 inputs, a float32 C: cuBLAS's GEMM with a float32
+    output; torch 2.11 has it), tried on a 16 x 16 GEMM."""
+    import torch
+
+    a = torch.ones(16, 16, dtype=torch.float16, device="cuda")
+    try:
+        return torch.mm(a, a, out_dtype=torch.float32).dtype == torch.float32
+    except (TypeError, RuntimeError):
+        return False
+
+
 def vendor(wl: Workload, *, repeats: int = 100, seed: int = 0) -> Measurement:
-    """The vendor's kernel for ``wl``: cuBLAS for a ``gemm``; for a convolution (any layout, or int8, for which
-    cuDNN's fp16 stands in), cuDNN on the NCHW layer of the same sizes in both memory layouts, the faster kept."""
+    """The vendor's kernel for ``wl``: cuBLAS for a ``gemm`` (C in the workload's dtype where torch can: ``like_c``);
+    for a convolution (any layout, or int8, for which cuDNN's fp16 stands in), cuDNN on the NCHW layer of the same
+    sizes in both memory layouts, the faster kept."""
     if wl.name == "gemm":
-        return cublas_gemm(wl, repeats=repeats, seed=seed)
+        return cublas_gemm(wl, repeats=repeats, seed=seed, like_c=True)
     from tirbench.workloads import conv2d
 
     dtype = "float16" if wl.dtype == "int8" else wl.dtype
