@@ -3,6 +3,7 @@
 convolution)."""
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -72,9 +73,10 @@ def cublas_gemm(wl: Workload, *, repeats: int = 100, seed: int = 0, like_c: bool
                                   repeats=repeats, seed=seed)
 
 
+@cache
 def mm_writes_fp32() -> bool:
     """Whether this torch's ``torch.mm`` takes ``out_dtype`` (fp16 inputs, a float32 C: cuBLAS's GEMM with a float32
-    output; torch 2.11 has it), tried on a 16 x 16 GEMM."""
+    output; torch 2.11 has it), tried once on a 16 x 16 GEMM."""
     import torch
 
     a = torch.ones(16, 16, dtype=torch.float16, device="cuda")

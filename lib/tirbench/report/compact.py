@@ -79,9 +79,9 @@ def settled_bars(outputs: list) -> list:
         if before is not None and before[3] == total and before[2] < min(n, int(total)):
             dropped.add(before[:2])
         last[desc] = (k, i, n, total)
-    kept = []
+    kept, touched = [], {k for k, _ in dropped}
     for k, output in enumerate(outputs):
-        if any(d[0] == k for d in dropped):
+        if k in touched:
             output["text"] = "\n".join(line for i, line in enumerate(lines[k]) if (k, i) not in dropped)
             if not output["text"].strip("\n"):
                 continue
