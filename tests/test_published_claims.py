@@ -57,9 +57,9 @@ def tables(body: str) -> list[tuple[str, str]]:
 def result_tables(text: str):
     """(section name, the paragraph above it, its body, a table, the text after the table) for each table of every
     generated section but the tuning-throughput, network-tuning and which-gpus ones (whose rows are runs and
-    architectures)."""
+    architectures) and gemm-rules (whose rows name their runs: ``test_gemm_rules_rows_name_recorded_runs``)."""
     for name, (above, body) in sections(text).items():
-        if name not in ("tuning-throughput", "network-tuning", "which-gpus"):
+        if name not in ("tuning-throughput", "network-tuning", "which-gpus", "gemm-rules"):
             for table, after in tables(body):
                 yield name, above, body, table, after
 
@@ -107,6 +107,17 @@ def test_no_readme_table_mixes_runs_timed_before_and_after_cuda_events(regenerat
         assert len({when[r] >= CUDA_EVENTS_SINCE for r in runs}) == 1, (name, runs)
         if any(when[r] < CUDA_EVENTS_SINCE for r in runs):
             assert "time_evaluator" in body, f"{name}: rows timed before CUDA events, not said"
+
+
+def test_gemm_rules_rows_name_recorded_runs_timed_with_cuda_events(regenerated):
+    """The GEMM rules table (``report.gemm_rules``): each row's run is in ``results/kernel/gemm_rules.csv``, timed
+    with CUDA events (as every run of ``tools/gpu-checks/gemm_rules.py``), and its caption names that file."""
+    _, body = sections(regenerated)["gemm-rules"]
+    recorded = read_results(ROOT / "results" / "kernel" / "gemm_rules.csv")
+    when = dict(zip(recorded["run_id"], pd.to_datetime(recorded["timestamp"], utc=True)))
+    runs = re.findall(r"\| (\d{8}T\d{6}Z-\w+) \|$", body, re.M)
+    assert runs and all(when[r] >= CUDA_EVENTS_SINCE for r in runs)
+    assert "From `results/kernel/gemm_rules.csv`" in body
 
 
 def test_seed_best_rows_are_labelled_and_the_search_best_sits_beside_them(tmp_path):

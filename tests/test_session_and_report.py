@@ -5,6 +5,7 @@ from test_results import row
 from tirbench.bench.results import append_rows
 from tirbench.bench.session import Session
 from tirbench.core.machine import has_cuda_gpu, peak_for
+from tirbench.report import gemm_rules
 from tirbench.report import readme as report
 from tirbench.tuning import throughput
 
@@ -145,3 +146,35 @@ def test_throughput_section_lists_every_tuning_run(tmp_path):
     assert report.update_readme(readme, root)
     assert ("| r9 | NVIDIA H100 80GB HBM3 | 1 | local | tuned | conv2d float32 | 1x256x14x14x256x3x3x1x1 | default | "
             "32 | 119.3 | 16.09 |") in readme.read_text()
+
+
+def test_gemm_rules_table_takes_each_latest_choice_and_the_cublas_of_its_run_that_writes_its_c(tmp_path):
+    """``report.gemm_rules``: per shape, dtype and C the latest rules row, divided into the cuBLAS row of its own run
+    that writes the same C (a float32 C: ``cublas_float16_fp32_c`` where the run has it, else ``cublas_float16``);
+    a ratio under the goal says so; an older run's rows stay out."""
+    root = make_root(tmp_path)
+    shape = "2000x3000x1000"
+
+    def gemm_row(run, time, variant, ms, dtype="float16", provider="tvm"):
+        return row(run, f"2026-11-2{time}T00:00:00+00:00", notebook="kernel", workload="gemm", shape=shape,
+                   dtype=dtype, variant=variant, provider=provider, median_ms=ms)
+    append_rows(root / gemm_rules.CSV, [
+        gemm_row("old", 7, "rules_v9_tma_ws", 0.040), gemm_row("old", 7, "cublas_float16", 0.025, provider="cublas"),
+        gemm_row("new", 8, "rules_v9_tma_ws", 0.030), gemm_row("new", 8, "cublas_float16", 0.025, provider="cublas"),
+        gemm_row("new", 8, "cublas_float16_fp32_c", 0.033, provider="cublas"),
+        gemm_row("half", 9, "rules_v9_tma_ws_fp16_c", 0.0275), gemm_row("half", 9, "cublas_float16", 0.025,
+                                                                          provider="cublas"),
+        gemm_row("fp32", 9, "rules_v5_warp_tiled", 0.3, dtype="float32"),   # no cuBLAS in its run: left out
+    ])
+    table = report.gemm_rules_table(root)
+    assert (f"| {shape} | float16 | float32 | rules_v9_tma_ws | 30.0 | cublas_float16_fp32_c | 33.0 | 1.10x | new |"
+            in table)
+    assert (f"| {shape} | float16 | half | rules_v9_tma_ws_fp16_c | 27.5 | cublas_float16 | 25.0 | 0.91x | half |"
+            in table)
+    assert "| old |" not in table and "rules_v5" not in table
+    append_rows(root / gemm_rules.CSV, [
+        gemm_row("newer", 9, "rules_v9_tma_ws", 0.030), gemm_row("newer", 9, "cublas_float16", 0.025,
+                                                                 provider="cublas")])
+    assert "| 30.0 | cublas_float16 | 25.0 | 0.83x (under the goal) | newer |" in report.gemm_rules_table(root)
+    (tmp_path / "empty").mkdir()
+    assert report.gemm_rules_table(make_root(tmp_path / "empty")) == "not run on a GPU yet"

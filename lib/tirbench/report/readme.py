@@ -6,8 +6,9 @@ rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->`
 ``HEADLINES``, then the rows: one table per timing method, ``published.timing``), and between
 each sweep's markers (``<!-- conv-sweep:start -->`` ... ``<!-- conv-sweep:end -->``: the batch-1 ResNet-50 layers
 against cuDNN, with their geometric mean; ``conv-fp16-sweep``: the fp16 batch-32 layers), ``gemm-padded`` (notebook
-03's padded kernels against cuBLAS), ``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against
-cuDNN, and their errors from ``winograd_error.csv``), ``resnet50-network`` (notebook 08: ResNet-50's convolutions as
+03's padded kernels against cuBLAS), ``gemm-rules`` (the GEMM rules' choices against cuBLAS, ``report.gemm_rules``),
+``conv-winograd`` and ``winograd-error`` (notebook 04's Winograd kernels against cuDNN, and their errors from
+``winograd_error.csv``), ``resnet50-network`` (notebook 08: ResNet-50's convolutions as
 a whole network, the conv rules against cuDNN per run, each from its latest run, and MetaSchedule's ``rules`` space on
 the fp32 layers), ``networks`` (notebook 10: five networks' convolutions as whole networks, from its
 ``networks.csv``, ``report.networks``), ``which-gpus`` (per architecture: example GPUs, the families it builds from
@@ -36,6 +37,7 @@ from tirbench.bench.winograd import ERROR_CSV, geomean, read_errors, versus_cudn
 from tirbench.compile import model_results
 from tirbench.core.errors import OneLineError
 from tirbench.core.gpu import EXAMPLE_GPUS, REFERENCE_GPU
+from tirbench.report.gemm_rules import gemm_rules_table
 from tirbench.report.headline import HEADLINES, UNITS, headline_rows, headline_sentence
 from tirbench.report.networks import networks_table
 from tirbench.report.published import (EVALUATOR, EVENTS, SEED, caption, labelled_results, recorded_rows, shown_variant,
@@ -373,8 +375,9 @@ def which_gpus_table(root: Path) -> str:
                                "the kernel was built for).")
 
 
-SECTIONS = {"gemm-padded": padded_table, "conv-winograd": winograd_table, "winograd-error": winograd_error_table,
-            "tuning-throughput": throughput_table, "which-gpus": which_gpus_table,
+SECTIONS = {"gemm-padded": padded_table, "gemm-rules": gemm_rules_table, "conv-winograd": winograd_table,
+            "winograd-error": winograd_error_table, "tuning-throughput": throughput_table,
+            "which-gpus": which_gpus_table,
             "relax-models": relax_models_table, "networks": networks_table, "network-tuning": network_tuning_table}
 
 
