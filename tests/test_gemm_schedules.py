@@ -454,12 +454,27 @@ def test_v9_multicast_shares_the_a_tile_in_a_cluster_of_two():
     ({"multicast": 2, "persistent_ctas": 131}, r"persistent_ctas=131, multicast=2: persistent blocks come in whole"),
     ({"multicast": 2, "block_tile": (128, 64), "stages": 2, "persistent_ctas": 0},
      r"a block of 81952 bytes of shared memory would share its SM with another"),
-    ({"multicast": 2, "split": 2, "persistent_ctas": 0, "tma_store": False}, "either splits K or shares A"),
+    ({"multicast": 2, "split": 2, "persistent_ctas": 0, "tma_store": False}, "either splits K or shares a tile"),
+    ({"multicast": 2, "shares": "C"}, "shares='C': a cluster shares the A tile .* or the B tile"),
 ])
 def test_v9_multicast_bad_parameters_one_line(params, message):
     with pytest.raises(ValueError, match=message) as err:
         V9_TMA_WS.apply(gemm(1024, 1024, 1024, "float16"), params)
     assert "\n" not in str(err.value)
+
+
+def test_v9_multicast_of_b_shares_the_b_tile_down_a_block_column():
+    """``shares="B"``: the blocks of a cluster take neighbouring tiles of one block column and each loads half of B's
+    64 k rows (a box of 32 rows of each 64-column panel) into both, A's tile whole; persistent, 66 clusters over 8 x 16
+    cluster tiles take two rounds in the producer and the consumers alike; no spills."""
+    wl = gemm(2000, 3000, 1000, "float16", out_dtype="float16")
+    sch = V9_TMA_WS.apply(wl, {"block_tile": (128, 192), "stages": 4, "multicast": 2, "shares": "B"})
+    assert tensor_maps(sch)["B"] == ((3000, 1000), (64, 32)) and tensor_maps(sch)["A"] == ((1000, 2000), (64, 128))
+    assert "clusterCtaIdx.x" in launch_params(sch)
+    src = device_source(sch)
+    assert ".multicast::cluster" in src and re.findall(r"for \(int r\w* = 0; r\w* < (\d+);", src) == ["2", "2"]
+    if shutil.which("nvcc"):
+        assert any("0 bytes spill stores" in line for line in nvcc_report(src))
 
 
 def test_v9_persistent_multicast_loads_every_round_its_consumers_take():

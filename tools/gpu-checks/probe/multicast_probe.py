@@ -1,17 +1,19 @@
-"""#40 diagnosis: v9 with A multicast in clusters of two or four blocks (``multicast``), one candidate per process (a
-hung kernel costs its line, not the run), a half C. The kernel is built by ``tma_ws.v9_kernel`` itself, past
+"""#40 diagnosis: v9 with a multicast in clusters (``multicast``, of A or of B: ``shares``), one candidate per
+process (a hung kernel costs its line, not the run), a half C. The kernel is built by ``tma_ws.v9_kernel`` itself, past
 ``require_multicast``, so that forms the rules do not offer are measured too. Run from the repository root:
     . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/probe/multicast_probe.py
 """
 import subprocess
 import sys
 
-CASES = [  # (size, params): one block per tile and persistent (132 blocks), clusters of 2 and 4
-    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0, "multicast": 4}),
-    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "multicast": 4}),
+CASES = [  # (size, params): clusters of two sharing A (the rules' choice at 2000x3000x1000, for reference) or B
     ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "multicast": 2}),
-    ((1000, 1000, 1000), {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 4}),
-    ((1000, 1000, 1000), {"block_tile": (128, 64), "stages": 6, "persistent_ctas": 0, "multicast": 2}),
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "multicast": 2, "shares": "B"}),
+    ((2000, 3000, 1000), {"block_tile": (128, 192), "stages": 4, "persistent_ctas": 0, "multicast": 2,
+                          "shares": "B"}),
+    ((2000, 3000, 1000), {"block_tile": (128, 256), "stages": 4, "multicast": 2, "shares": "B"}),
+    ((4096, 4096, 4096), {"block_tile": (128, 256), "stages": 4, "multicast": 2, "shares": "B"}),
+    ((4096, 4096, 4096), {"block_tile": (128, 256), "stages": 4, "multicast": 2}),
 ]
 
 

@@ -15,10 +15,12 @@ Hopper kernels do:
   (``wgmma.wait_group 1``: the previous k tile's group), and the producer refills it;
 - optionally **persistent**: ``persistent_ctas`` blocks (one per SM) loop over the output tiles, so the producer
   already loads the next tile while the consumers store this one;
-- optionally **A multicast in a cluster** (``multicast``, one block per tile): 2 or 4 blocks on neighbouring tiles of
-  a block row load their common A tile once, each a share of its rows into all of them (one multicast TMA copy), and
-  give each stage back to every block's producer: less of L2's bandwidth for a GEMM whose tiles are bound by it
-  (1000^3, 128 x 64 tiles: 12.5 us without, 11.3 with, on an H200; not yet persistent);
+- optionally **A multicast in a cluster** (``multicast``, one block per tile or persistent): 2 or 4 blocks on
+  neighbouring tiles of a block row load their common A tile once, each a share of its rows into all of them (one
+  multicast TMA copy), and give each stage back to every block's producer: less of L2's bandwidth for a GEMM whose
+  tiles are bound by it (1000^3, 128 x 64 tiles: 12.5 us without, 11.3 with, on an H200; 2000 x 3000 x 1000, 128 x
+  192 tiles, persistent: 31.3 us without, 27.5 with); or, with ``shares="B"``, blocks on neighbouring tiles of a
+  block column share the B tile, each loading a share of its k rows (not yet measured);
 - or **split-K in a cluster** (``split``): for GEMMs with too few output tiles to fill the SMs (100 x 3000: 24 tiles of
   128 x 128 for 132 SMs), ``split`` blocks of one thread-block cluster share each output tile, each taking one slice
   of K, and sum their accumulators through distributed shared memory (``warp_specialized.cluster_split_k``): no
@@ -52,12 +54,12 @@ from tirbench.schedules.intrinsics import wgmma
 
 def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
                persistent_ctas: int, n_axis: str = "n", tma_store: bool = False, tma_edges: bool = False,
-               split: int = 1, multicast: int = 1) -> None:
+               split: int = 1, multicast: int = 1, shares: str = "A") -> None:
     """One-line checks: fp16, tiles that divide the problem (``tma_edges``: v9's GEMM, whose edges the TMA unit
     handles, ``require_tma_edges`` instead), one warpgroup of 64 rows per consumer, the warpgroups' register budgets
     within an SM's (``setmaxnreg.inc`` waits forever for registers that are not there: 4 consumers hung an H100), one
     wgmma's N, the ring of stages in shared memory (``n_axis``: what the caller calls the GEMM's n), a ``split``
-    (``require_cluster_split``) and a ``multicast`` of A (``require_multicast``)."""
+    (``require_cluster_split``) and a ``multicast`` of A or B (``shares``; ``require_multicast``)."""
     if dtype != "float16":
         raise ValueError(f"v9 (TMA + wgmma) takes float16 inputs, got a {dtype} workload")
     bm, bn = block_tile
@@ -88,29 +90,33 @@ def require_v9(m: int, n: int, k: int, dtype: str, *, block_tile: tuple[int, int
     extra = consumers * STAGING_BYTES if tma_store else bm * (bn + PARTIAL_PAD) * 4 if split > 1 else 0
     need = stages * (bm + bn) * TILE_K * 2 + 2 * stages * 8 + extra
     if multicast != 1:
-        require_multicast(multicast, persistent_ctas=persistent_ctas, split=split, smem=need)
+        require_multicast(multicast, persistent_ctas=persistent_ctas, split=split, smem=need, shares=shares)
     if need > MAX_SHARED_BYTES:
         what = ", store staging" if tma_store else ", partial tile" if split > 1 else ""
         raise ValueError(f"block_tile={block_tile}, stages={stages} need {need} bytes of shared memory per block "
                          f"(TMA ring{what}), more than {MAX_SHARED_BYTES}")
 
 
-def require_multicast(multicast: int, *, persistent_ctas: int, split: int, smem: int) -> None:
-    """One-line checks of A's multicast (``tma_producer``): 2 or 4 blocks a cluster (each then loads a whole number
-    of 8-row swizzle atoms of the A tile's 64-row multiples); persistent blocks whole clusters (``persistent_ctas`` a
+def require_multicast(multicast: int, *, persistent_ctas: int, split: int, smem: int, shares: str = "A") -> None:
+    """One-line checks of a multicast (``tma_producer``): the A or the B tile shared (``shares``), 2 or 4 blocks a
+    cluster (each then loads a whole number of 8-row swizzle atoms of the A tile's 64-row multiples, or of B's 64 k
+    rows); persistent blocks whole clusters (``persistent_ctas`` a
     multiple of ``multicast``); a block whose shared memory leaves no room for a second on its SM (a block of a
     cluster that waits in ``setmaxnreg`` for registers another cluster's block holds could wait for ever; only such
     tiles were measured); and no split-K (its clusters share K)."""
+    if shares not in ("A", "B"):
+        raise ValueError(f"shares={shares!r}: a cluster shares the A tile (its blocks along a block row) or the B tile "
+                         f"(along a block column), 'A' or 'B'")
     if multicast not in (2, 4):
-        raise ValueError(f"multicast={multicast}: clusters of 2 or 4 blocks share the A tile (1: none)")
+        raise ValueError(f"multicast={multicast}: clusters of 2 or 4 blocks share the {shares} tile (1: none)")
     if persistent_ctas % multicast:
         raise ValueError(f"persistent_ctas={persistent_ctas}, multicast={multicast}: persistent blocks come in whole "
                          f"clusters, a multiple of {multicast}")
     if 2 * smem <= MAX_SHARED_BYTES:
         raise ValueError(f"multicast={multicast}: a block of {smem} bytes of shared memory would share its SM with "
-                         f"another; A's multicast takes blocks of more than {MAX_SHARED_BYTES // 2} (more stages)")
+                         f"another; a multicast takes blocks of more than {MAX_SHARED_BYTES // 2} (more stages)")
     if split > 1:
-        raise ValueError(f"split={split}, multicast={multicast}: a cluster either splits K or shares A, not both")
+        raise ValueError(f"split={split}, multicast={multicast}: a cluster either splits K or shares a tile, not both")
 
 
 def require_cluster_split(split: int, k: int, *, persistent_ctas: int, tma_store: bool) -> None:
@@ -148,7 +154,7 @@ def require_tma_edges(m: int, n: int, k: int, *, block_tile: tuple[int, int], tm
 
 def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: int, consumers: int,
               persistent_ctas: int, out_dtype: str = "float32", tma_store: bool = False,
-              split: int = 1, multicast: int = 1) -> tirx.PrimFunc:
+              split: int = 1, multicast: int = 1, shares: str = "A") -> tirx.PrimFunc:
     """The TIRx kernel (module docstring) for C[m, n] (``out_dtype``: fp32, or fp16 rounded from the fp32
     accumulators in the epilogue) = A[m, k] @ B[k, n] (fp16, row-major), composed from ``warp_specialized``'s
     pieces; ``tma_store``: the epilogue stores C through shared memory by TMA (``tma_store_epilogue``), else
@@ -157,20 +163,25 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
     one slice of K each, summed in the cluster (``cluster_split_k``; ``v9_split_kernel``). ``multicast`` > 1:
     clusters of that many blocks on neighbouring tiles of a block row, each loading its share of their common A tile
     into all of them (one multicast TMA copy; ``tma_producer``); a tile past C's last column (an odd number of block
-    columns) is computed, not stored."""
+    columns) is computed, not stored. ``shares="B"``: the cluster's blocks are on neighbouring tiles of a block
+    column and share the B tile (a tile past C's last row is computed, not stored)."""
     if split > 1:
         return v9_split_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
                                out_dtype=out_dtype, split=split)
     bm, bn = block_tile
     nregs, a_bytes, b_bytes = bn // 2, bm * TILE_K * 2, TILE_K * bn * 2
     k_tiles, m_tiles = -(-k // TILE_K), -(-m // bm)
-    tiles = m_tiles * -(-(-(-n // bn)) // multicast)  # clusters' tiles: a cluster's blocks share a block row
+    n_tiles = -(-n // bn)
+    if shares == "B":  # clusters' tiles: a cluster's blocks share a block column
+        tiles = -(-m_tiles // multicast) * n_tiles
+    else:  # ... or a block row
+        tiles = m_tiles * -(-n_tiles // multicast)
     grid = persistent_ctas or tiles * multicast
     rounds = -(-tiles // (grid // multicast))
     consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=a_bytes, b_bytes=b_bytes,
                                 multicast=multicast)
     produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
-                           k_tiles=k_tiles, b_panels=n % TILE_K != 0, multicast=multicast)
+                           k_tiles=k_tiles, b_panels=n % TILE_K != 0, multicast=multicast, shares=shares)
     store_tma = tma_store_epilogue(bn=bn, out_dtype=out_dtype)
 
     def out(value: tirx.PrimExpr) -> tirx.PrimExpr:
@@ -183,6 +194,10 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
             C[row, col + v] = out(acc[reg + v])
 
     store_registers = register_epilogue(bn=bn, put=put)
+
+    def stored(row0: tirx.PrimExpr, col0: tirx.PrimExpr) -> tirx.PrimExpr:
+        """Whether a cluster's tile lies in C (the last block column, or row, of an odd number may not)."""
+        return row0 < m if shares == "B" else col0 < n
 
     @T.prim_func
     def gemm_v9(a: T.handle, b: T.handle, c: T.handle):
@@ -212,9 +227,9 @@ def v9_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stages: in
                 tile: T.let = cta // multicast + r * (grid // multicast)
                 if tile < tiles:
                     row0, col0 = T.meta_var(tile_origin(tile, cta, block_tile=block_tile, m_tiles=m_tiles,
-                                                        multicast=multicast))
+                                                        multicast=multicast, shares=shares))
                     consume(acc, ring, a_base, b_base, r, wg, tid)
-                    if col0 < n:
+                    if stored(row0, col0):
                         if tma_store:
                             store_tma(C, staged[0], staged[1], acc, row0 + wg * 64, col0, r, wg, tid)
                         else:
@@ -288,7 +303,7 @@ def v9_split_kernel(m: int, n: int, k: int, *, block_tile: tuple[int, int], stag
 
 def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
                    consumers: int = 2, persistent_ctas: int = 132, tma_store: bool = True,
-                   split: int = 1, multicast: int = 1) -> s_tir.Schedule:
+                   split: int = 1, multicast: int = 1, shares: str = "A") -> s_tir.Schedule:
     """v9 (module docstring) for the GEMM of ``sch``'s module: a schedule of the TIRx kernel that replaces it.
     ``block_tile`` (64 x ``consumers`` rows, up to 256 columns), ``stages`` buffers in the TMA ring,
     ``persistent_ctas`` blocks looping over the tiles (132: one per SM of an H100/H200; 0: one block per tile).
@@ -298,15 +313,16 @@ def gemm_v9_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 2
     from the registers; then M and N need not be multiples of the block tile, nor K ever of 64 (module docstring).
     ``split``: 2 to 8 blocks of a cluster share each tile, one slice of K each (module docstring; with
     ``persistent_ctas=0`` and ``tma_store=False``, any M and N). ``multicast``: 2 or 4 blocks of a
-    cluster share the A tile of their block row, each loading its share into all (module docstring)."""
+    cluster share the A tile of their block row, each loading its share into all (module docstring); ``shares="B"``:
+    the B tile of their block column."""
     blk, m, n, k = gemm_block(sch)
     dtype = sch.get(blk).reads[0].source.dtype
     func = sch.mod["main"]
     out_dtype = str(func.params[-1].dtype)  # C, the last parameter
     require_v9(m, n, k, dtype, block_tile=block_tile, stages=stages, consumers=consumers,
                persistent_ctas=persistent_ctas, tma_store=tma_store, tma_edges=True, split=split,
-               multicast=multicast)
+               multicast=multicast, shares=shares)
     kernel = v9_kernel(m, n, k, block_tile=block_tile, stages=stages, consumers=consumers,
                        persistent_ctas=persistent_ctas, out_dtype=out_dtype, tma_store=tma_store, split=split,
-                       multicast=multicast)
+                       multicast=multicast, shares=shares)
     return s_tir.Schedule(IRModule({"main": kernel}))

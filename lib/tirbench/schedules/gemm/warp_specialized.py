@@ -205,7 +205,7 @@ def epilogue_done(tid):
 
 
 def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid: int, stages: int, k_tiles: int,
-                 b_panels: bool = False, split: int = 1, multicast: int = 1):
+                 b_panels: bool = False, split: int = 1, multicast: int = 1, shares: str = "A"):
     """The producer thread's loop when both tiles come by TMA, as a TIRx inline function
     ``produce(A_s, B_s, A, B, ring, cta)``: for each output tile of block ``cta`` (``grid`` blocks over ``tiles``
     tiles, ``m_tiles`` of them down M) and each of its k tiles, wait until the next stage of the ring is empty, expect
@@ -217,11 +217,13 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
     the ``k_tiles`` k tiles of slice ``cta % split`` (``cluster_split_k``). ``multicast``: clusters of that many
     blocks on neighbouring tiles of one block row (``tile_origin``) share the A tile, each block loading
     ``bm / multicast`` of its rows into every block of the cluster with one multicast TMA copy: a ``multicast``-th of
-    A's reads from L2."""
+    A's reads from L2; ``shares="B"``: the cluster's blocks take neighbouring tiles of one block column and share the
+    B tile instead, each loading ``64 / multicast`` of its k rows into every block."""
     bm, bn = block_tile
     rounds = -(-tiles // (grid // multicast))  # a cluster of ``multicast`` blocks takes one tile of ``tiles`` a round
     a_bytes, b_bytes = bm * TILE_K * 2, TILE_K * bn * 2
-    share = bm // multicast
+    share, k_share, mask = bm // multicast, TILE_K // multicast, (1 << multicast) - 1
+    a_shared, b_shared = multicast > 1 and shares == "A", multicast > 1 and shares == "B"
 
     @T.inline
     def produce(A_s, B_s, A, B, ring, cta):
@@ -229,7 +231,7 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
             tile: T.let = (cta // multicast + r * (grid // multicast)) // split
             if tile < tiles:
                 row0, col0 = T.meta_var(tile_origin(tile, cta, block_tile=block_tile, m_tiles=m_tiles,
-                                                    multicast=multicast))
+                                                    multicast=multicast, shares=shares))
                 for kt in T.serial(k_tiles):
                     g: T.let = r * k_tiles + kt  # the ring's running count
                     s: T.let = g % stages
@@ -237,14 +239,20 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
                     if g >= stages:
                         ring.empty.wait(s, (g // stages - 1) % 2)
                     ring.full.arrive(s, a_bytes + b_bytes)
-                    if multicast > 1:
+                    if a_shared:
                         own: T.let = cta % multicast * share
                         Tx.copy_async(A_s[s, own:own + share, :], A[row0 + own:row0 + own + share, k0:k0 + TILE_K],
-                                      dispatch="tma_auto", mbar=ring.full.ptr_to([s]), cta_mask=(1 << multicast) - 1)
+                                      dispatch="tma_auto", mbar=ring.full.ptr_to([s]), cta_mask=mask)
                     else:
                         Tx.copy_async(A_s[s, :, :], A[row0:row0 + bm, k0:k0 + TILE_K],
                                       dispatch="tma_auto", mbar=ring.full.ptr_to([s]))
-                    if b_panels:
+                    if b_shared:
+                        kb: T.let = cta % multicast * k_share
+                        for p in T.unroll(bn // TILE_K):  # its k rows of each 64-column panel
+                            Tx.copy_async(B_s[s, kb:kb + k_share, p * TILE_K:p * TILE_K + TILE_K],
+                                          B[k0 + kb:k0 + kb + k_share, col0 + p * TILE_K:col0 + p * TILE_K + TILE_K],
+                                          dispatch="tma_auto", mbar=ring.full.ptr_to([s]), cta_mask=mask)
+                    elif b_panels:
                         for p in T.unroll(bn // TILE_K):
                             col: T.let = col0 + p * TILE_K
                             Tx.copy_async(B_s[s, :, p * TILE_K:p * TILE_K + TILE_K],
@@ -257,11 +265,15 @@ def tma_producer(*, block_tile: tuple[int, int], m_tiles: int, tiles: int, grid:
     return produce
 
 
-def tile_origin(tile, cta, *, block_tile: tuple[int, int], m_tiles: int, multicast: int = 1):
+def tile_origin(tile, cta, *, block_tile: tuple[int, int], m_tiles: int, multicast: int = 1, shares: str = "A"):
     """(first row, first column) of the output tile a block works on, as TIR expressions, called while a kernel is
     parsed (``T.meta_var``): ``tile`` counts down M first (``m_tiles`` block rows); with ``multicast``, ``tile``
-    counts clusters, whose blocks (``cta % multicast``) take neighbouring tiles of one block row."""
+    counts clusters, whose blocks (``cta % multicast``) take neighbouring tiles of one block row (``shares="A"``)
+    or of one block column (``shares="B"``)."""
     bm, bn = block_tile
+    if shares == "B":
+        m_clusters = -(-m_tiles // multicast)
+        return (tile % m_clusters * multicast + cta % multicast) * bm, tile // m_clusters * bn
     return tile % m_tiles * bm, (tile // m_tiles * multicast + cta % multicast) * bn
 
 
