@@ -21,7 +21,8 @@ from tirbench.workloads.gemm import gemm
 
 #: (m, n, k), and the parameters: 37 rows in a 64-row tile, N a multiple of 32 (the sum's lanes end at the row's
 #: end: no column predicate) or not, K no multiple of split x tile_k; 100 rows in a 128-row tile, and in a 112-row
-#: one of seven warps with k tiles of 28 (224 threads: 14 of A's 4-byte copies each, not a whole number of float4s).
+#: one of seven warps with k tiles of 28 (224 threads: 14 of A's 4-byte copies each, not a whole number of float4s);
+#: and v5's FFMA order of 4096^3 (``columns_outer``).
 FP32_CASES = [
     ((37, 64, 128), {"split": 2}),
     ((37, 70, 1000), {"split": 4}),
@@ -29,6 +30,8 @@ FP32_CASES = [
     ((128, 32, 200), {"split": 4, "block_tile": (128, 32)}),
     ((100, 130, 300), {"split": 2, "block_tile": (112, 128), "warp_tile": (16, 128), "thread_tile": (8, 8),
                        "tile_k": 28, "stages": 3}),
+    ((100, 70, 300), {"split": 2, "block_tile": (128, 64), "warp_tile": (64, 32), "thread_tile": (8, 8),
+                      "columns_outer": True}),
 ]
 #: The partial buffer's names: padded or not.
 PARTIAL = ("C_rf", "C_pad_rf")

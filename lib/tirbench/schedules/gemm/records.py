@@ -225,10 +225,11 @@ def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tup
 #: slices make 384; and 112 x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224
 #: threads copy whole), in 8, 10 or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer
 #: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64; and v5's 128 x 256 tiles of
-#: 4096^3 in 11 slices: 12 tiles of a 3000-column C in 11 slices are a block for each of an H100's SMs, each with
-#: the most reuse of a loaded value (cuBLAS's own choice at 100 x 3000 x 5000 is a SIMT 256 x 128 kernel on the
-#: transposed product and a split-K reduction; measured slower: 10 slices, k tiles of 8 in 4 stages as cuBLAS's,
-#: 112 x 256 tiles, and 8 x 16 thread tiles in eight warps of 64 x 64 as cuBLAS's), float16 through v8's wgmma
+#: 4096^3 in 11 slices, also in its FFMA order there (``columns_outer``): 12 tiles of a 3000-column C in 11 slices are
+#: a block for each of an H100's SMs, each with the most reuse of a loaded value (cuBLAS's own choice at 100 x 3000 x
+#: 5000 is a SIMT 256 x 128 kernel on the transposed product and a split-K reduction; measured slower: 10 slices, k
+#: tiles of 8 in 4 stages as cuBLAS's, 112 x 256 tiles, and 8 x 16 thread tiles in eight warps of 64 x 64 as
+#: cuBLAS's), float16 through v8's wgmma
 #: (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
 #: 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where 128 x 128 needs 16 slices
 #: and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
@@ -251,6 +252,7 @@ SPLITK_SIMT = KernelRecord(
         splits=(8, 10, 11),
     ) + with_splits(
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3},
+        {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3, "columns_outer": True},
         splits=(11,),
     ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(
