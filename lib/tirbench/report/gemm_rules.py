@@ -32,14 +32,14 @@ def vendor_for(run: pd.DataFrame, row: pd.Series) -> pd.Series | None:
     if row["dtype"] == "float16" and not half_c(row["variant"]):
         names.insert(0, f"cublas_{row['dtype']}_fp32_c")
     for name in names:
-        if (found := same[same["variant"] == name]).size:
+        if not (found := same[same["variant"] == name]).empty:
             return found.iloc[-1]
     return None
 
 
 def gemm_rules_table(root: Path) -> str:
-    """The table (module docstring), one row per shape, dtype and C in the order the CSV first measured them, and a
-    caption naming the runs."""
+    """The table (module docstring), one row per shape, dtype and C in the order the CSV first measured them (each
+    row names its run), and a caption: the file, the GPUs, the dates and the goal."""
     path = root / CSV
     df = native_runs(read_results(path)) if path.exists() else pd.DataFrame()
     rules = df[df["variant"].astype(str).str.startswith("rules_")] if len(df) else df
