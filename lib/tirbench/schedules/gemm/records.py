@@ -229,7 +229,9 @@ def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tup
 #: a block for each of an H100's SMs, each with the most reuse of a loaded value (cuBLAS's own choice at 100 x 3000 x
 #: 5000 is a SIMT 256 x 128 kernel on the transposed product and a split-K reduction; measured slower: 10 slices, k
 #: tiles of 8 in 4 stages as cuBLAS's, 112 x 256 tiles, and 8 x 16 thread tiles in eight warps of 64 x 64 as
-#: cuBLAS's), float16 through v8's wgmma
+#: cuBLAS's); and 104-row tiles in 13 warps of one row of lanes (8 x 256 or 8 x 128; k tiles of 52, the multiple of
+#: 4 and 13 that 416 threads copy whole, in 2 stages) in 11 slices: 100 rows padded to 104, not 128 (a fifth less
+#: work than 128 x 256, whose padding cuBLAS's kernel has too), float16 through v8's wgmma
 #: (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
 #: 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where 128 x 128 needs 16 slices
 #: and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
@@ -253,6 +255,10 @@ SPLITK_SIMT = KernelRecord(
     ) + with_splits(
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3, "columns_outer": True},
+        {"block_tile": (104, 256), "warp_tile": (8, 256), "thread_tile": (8, 8), "tile_k": 52, "stages": 2},
+        {"block_tile": (104, 256), "warp_tile": (8, 256), "thread_tile": (8, 8), "tile_k": 52, "stages": 2,
+         "columns_outer": True},
+        {"block_tile": (104, 128), "warp_tile": (8, 128), "thread_tile": (8, 4), "tile_k": 52, "stages": 2},
         splits=(11,),
     ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(
