@@ -159,7 +159,9 @@ WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
 #: 128 x 64 tiles give 128 and leave four of an H100's SMs idle; and tiles whose clusters of two blocks share the A tile
 #: (``multicast``: a block reads half of A from L2, 2000 x 3000's 128 x 192 tiles 32 KB a k tile instead of 40), one
 #: block per tile or persistent (one block an SM, in clusters of two: a tile's epilogue overlaps the next tile's first
-#: loads).
+#: loads); and persistent clusters of two that share the B tile instead (``shares="B"``, as cuBLAS's kernel at
+#: 2000 x 3000 x 1000 does: 128 x 192's B tile is the larger, 24 KB a k tile against A's 16; on the H200 26.0 us
+#: against 27.7 sharing A, one block per tile 29.5, ``tools/gpu-checks/probe/multicast_probe.py``).
 #: Measured in ``tools/gpu-checks/gemm_rules.py``.
 FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
     V9_TMA_WS.name: (
@@ -175,6 +177,10 @@ FP16_WAVE_TILES: dict[str, tuple[dict[str, Any], ...]] = {
         *({**tile, "multicast": 2} for tile in (   # persistent clusters
             {"block_tile": (128, 192), "stages": 4},
             {"block_tile": (128, 256), "stages": 4},
+            {"block_tile": (128, 128), "stages": 6},
+        )),
+        *({**tile, "multicast": 2, "shares": "B"} for tile in (   # persistent clusters sharing B
+            {"block_tile": (128, 192), "stages": 4},
             {"block_tile": (128, 128), "stages": 6},
         )),
     ),
@@ -217,25 +223,23 @@ def with_splits(*tiles: dict[str, Any], splits: tuple[int, ...] = SPLITS) -> tup
     return tuple({"split": split, **tile} for tile in tiles for split in splits)
 
 
-#: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows):
-#: K in 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for
-#: an H100's SMs. A tile takes every row: 64-row tiles for up to 64 rows, 112- and 128-row ones for 65-112 and
-#: 65-128. float32 through v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128; 128 x 128
-#: also in 11 slices: 264 blocks at 100 x 3000, one round of two 256-thread blocks on each of an H100's SMs, where 16
-#: slices make 384; and 112 x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224
-#: threads copy whole), in 8, 10 or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer
-#: partial sums; also in 11 slices with 8 x 4 thread tiles, fourteen warps of 16 x 64; and v5's 128 x 256 tiles of
-#: 4096^3 in 11 slices, also in its FFMA order there (``columns_outer``): 12 tiles of a 3000-column C in 11 slices are
-#: a block for each of an H100's SMs, each with the most reuse of a loaded value (cuBLAS's own choice at 100 x 3000 x
-#: 5000 is a SIMT 256 x 128 kernel on the transposed product and a split-K reduction; measured slower: 10 slices, k
-#: tiles of 8 in 4 stages as cuBLAS's, 112 x 256 tiles, and 8 x 16 thread tiles in eight warps of 64 x 64 as
-#: cuBLAS's); and 104-row tiles in 13 warps of one row of lanes (8 x 256 or 8 x 128; k tiles of 52, the multiple of
-#: 4 and 13 that 416 threads copy whole, in 2 stages) in 11 slices: 100 rows padded to 104, not 128 (a fifth less
-#: work than 128 x 256, whose padding cuBLAS's kernel has too), float16 through v8's wgmma
-#: (with the overlap of ``NARROW``'s and ``PADDED``'s tiles; also
-#: 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where 128 x 128 needs 16 slices
-#: and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128 each);
-#: measured in ``tools/gpu-checks/gemm_rules.py`` (results/kernel/gemm_rules.csv).
+#: Split-K for GEMMs of few rows (``gemm.splitk``; the GEMM rules offer it at up to ``rules.SPLITK_ROWS`` rows): K in
+#: 2-16 slices, each computed by its own blocks, so a 37 x 4096 C of 64 block tiles makes 128-1024 blocks for an H100's
+#: SMs. A tile takes every row: 64-row tiles for up to 64 rows, 112- and 128-row ones for 65-112 and 65-128. float32
+#: through v5's nest (64 x 32 as ``NARROW``'s, 64 x 64, 128 x 32, 128 x 64, 128 x 128; 128 x 128 also in 11 slices: 264
+#: blocks at 100 x 3000, one round of two 256-thread blocks on each of an H100's SMs, where 16 slices make 384; and 112
+#: x 128 in seven warps of 16 x 128 with k tiles of 28 (the multiple of 4 and 7 that 224 threads copy whole), in 8, 10
+#: or 11 slices: 100 rows padded to 112 rather than 128, an eighth less work and fewer partial sums; also in 11 slices
+#: with 8 x 4 thread tiles, fourteen warps of 16 x 64; and v5's 128 x 256 tiles of 4096^3 in 11 slices, also in its FFMA
+#: order there (``columns_outer``; so too 128 x 128 in 11): 12 tiles of a 3000-column C in 11 slices are a block for
+#: each of an H100's SMs, each with the most reuse of a loaded value (cuBLAS's own choice at 100 x 3000 x 5000 is a SIMT
+#: 256 x 128 kernel on the transposed product and a split-K reduction; measured slower: 10 slices, k tiles of 8 in 4
+#: stages as cuBLAS's, 112 x 256 tiles, and 8 x 16 thread tiles in eight warps of 64 x 64 as cuBLAS's, and 104-row
+#: tiles, a fifth less work, but in 13 warps of one row of lanes (8 x 256, k tiles of 52 that 416 threads copy whole),
+#: which read 2.6 times the shared memory a multiply-add), float16 through v8's wgmma (with the overlap of ``NARROW``'s
+#: and ``PADDED``'s tiles; also 128 x 192, whose 16 tiles of a 3000-column C in 8 slices are 128 blocks, one wave, where
+#: 128 x 128 needs 16 slices and twice the partial sums) and v7's mma.sync (64 x 64, 64 x 128, 128 x 64, 128 x 128
+#: each); measured in ``tools/gpu-checks/gemm_rules.py`` (results/kernel/gemm_rules.csv).
 SPLITK_SIMT = KernelRecord(
     "splitk_simt", gemm_splitk_simt,
     {"split": 4, "block_tile": (64, 32), "warp_tile": (32, 32), "thread_tile": (8, 4), "tile_k": 16, "stages": 4,
@@ -255,10 +259,7 @@ SPLITK_SIMT = KernelRecord(
     ) + with_splits(
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3},
         {"block_tile": (128, 256), "warp_tile": (64, 32), "thread_tile": (8, 8), "stages": 3, "columns_outer": True},
-        {"block_tile": (104, 256), "warp_tile": (8, 256), "thread_tile": (8, 8), "tile_k": 52, "stages": 2},
-        {"block_tile": (104, 256), "warp_tile": (8, 256), "thread_tile": (8, 8), "tile_k": 52, "stages": 2,
-         "columns_outer": True},
-        {"block_tile": (104, 128), "warp_tile": (8, 128), "thread_tile": (8, 4), "tile_k": 52, "stages": 2},
+        {"block_tile": (128, 128), "warp_tile": (64, 32), "thread_tile": (8, 8), "columns_outer": True},
         splits=(11,),
     ), needs=("cp_async",))
 SPLITK_WGMMA = KernelRecord(

@@ -107,12 +107,14 @@ def _sum_slices(sch: s_tir.Schedule, block: str, crop: str | None) -> None:
 def gemm_splitk_simt(sch: s_tir.Schedule, *, split: int = 4, block_tile: tuple[int, int] = (64, 32),
                      warp_tile: tuple[int, int] = (32, 32), thread_tile: tuple[int, int] = (8, 4),
                      tile_k: int = 16, stages: int = 4, async_copy: bool = True,
-                     columns_outer: bool = False) -> s_tir.Schedule:
+                     columns_outer: bool = False, prefetch: str = "none") -> s_tir.Schedule:
     """float32 split-K: the partial GEMM is v5's warp-tiled SIMT kernel (``gemm_v5_warp_tiled``: float4 copies,
-    cp.async, a ``stages``-deep pipeline, the FFMA order ``columns_outer``) with these tiles; ``split`` slices of K."""
+    cp.async, a ``stages``-deep pipeline, the FFMA order ``columns_outer``, fragment loads ahead of the math
+    ``prefetch``) with these tiles; ``split`` slices of K."""
     padding = split_k(sch, split=split, block_tile=block_tile, tile_k=tile_k)
     gemm_v5_warp_tiled(sch, block="C_rf", block_tile=block_tile, warp_tile=warp_tile, thread_tile=thread_tile,
-                       tile_k=tile_k, stages=stages, async_copy=async_copy, columns_outer=columns_outer)
+                       tile_k=tile_k, stages=stages, async_copy=async_copy, columns_outer=columns_outer,
+                       prefetch=prefetch)
     return finish(sch, padding)
 
 
