@@ -11,6 +11,7 @@ import functools
 import re
 import shutil
 
+import numpy as np
 import pytest
 import tvm
 
@@ -23,7 +24,8 @@ from tirbench.core.serial import without_threads
 from tirbench.report import overview
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, default_channel_block
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, GROUPED_NCHW_STENCIL,
-                                             GROUPED_NHWC_STENCIL, INT8_DEPTHWISE, INT8_GROUPED, INT8_MMA, INT8_TMA_WS,
+                                             GROUPED_NHWC_STENCIL, INT8_DEPTHWISE, INT8_GROUPED, INT8_GROUPED_MMA,
+                                             INT8_MMA, INT8_TMA_WS,
                                              INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_GEMM,
                                              NHWC_MMA, NHWC_TMA_WS, NHWC_WGMMA, NHWC_WMMA, SM75_INT8_WMMA)
 from tirbench.schedules.conv.rules import int8_forms, rule_records
@@ -31,7 +33,7 @@ from tirbench.tuning.labels import database_for
 from tirbench.tuning.spaces import SPACES
 from tirbench.tuning.tune import work_dir_for
 from tirbench.workloads import conv2d
-from tirbench.workloads.conv2d_int8 import conv2d_int8, filter_layout_of
+from tirbench.workloads.conv2d_int8 import conv2d_int8, filter_layout_of, kcrs_to_krs32, krs32_to_kcrs
 from tirbench.workloads.conv_geometry import parse_conv_shape
 
 DEPTHWISE = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC}
@@ -94,11 +96,55 @@ def test_the_int8_grouped_stencil_matches_the_reference_exactly_on_llvm(case):
     check_on_llvm(wl, record.apply(wl, record.candidates[0]))
 
 
+@pytest.mark.parametrize("channels", [4, 8, 16, 32])
+def test_the_lane_group_filter_holds_each_channel_on_its_groups_lanes(channels):
+    """``kcrs_to_krs32``: output channel f's taps on the lanes of its group within its lane group, zeros elsewhere;
+    ``krs32_to_kcrs`` gives the grouped filter back."""
+    wt = np.random.default_rng(channels).integers(-128, 128, (64, channels, 3, 3), dtype=np.int8)
+    packed = kcrs_to_krs32(wt)
+    assert packed.shape == (64, 3, 3, 32) and (krs32_to_kcrs(packed, channels) == wt).all()
+    first = 5 % 32 // channels * channels
+    assert (packed[5, :, :, first:first + channels] == wt[5].transpose(1, 2, 0)).all()
+    assert np.count_nonzero(packed) == np.count_nonzero(wt)   # the other lanes hold zeros only
+
+
+@pytest.mark.parametrize("c, h, stride, groups, residual", [(128, 6, 1, 32, False), (64, 7, 2, 4, True),
+                                                             (64, 5, 1, 2, False)])
+def test_the_lane_group_filter_workload_matches_the_reference_exactly_on_llvm(c, h, stride, groups, residual):
+    """``conv2d_int8(..., filter_layout="KRS32")``: the block "conv" sums each output channel over its whole lane
+    group (the packed zeros included), and its output is the grouped layer's, bit for bit (4, 16 and 32 channels a
+    group, stride 2, the residual epilogue)."""
+    wl = conv2d_int8(2, c, h, h, c, 3, 3, stride, 1, groups=groups, residual=residual, filter_layout="KRS32")
+    assert filter_layout_of(wl.mod) == "KRS32"
+    run_checked(wl, build(wl.mod, cpu_target()), tvm.cpu(0), what=wl.shape)
+
+
+def test_int8_forms_pack_the_lane_group_filter_where_groups_lie_in_lane_groups():
+    """ResNeXt's grouped layers (C = K, 4 to 32 channels a group) get the "KRS32" form and on it the grouped
+    tensor-core family alone; a layer whose groups span lane groups, or whose C and K differ, gets no form."""
+    for c, groups in ((128, 32), (1024, 32)):
+        (form,) = int8_forms(conv2d_int8(32, c, 14, 14, c, 3, 3, 1, 1, groups=groups))
+        assert filter_layout_of(form.mod) == "KRS32" and form.shape.endswith("_g32")
+        assert [r.name for r in rule_records(form)] == [INT8_GROUPED_MMA.name]
+    assert int8_forms(conv2d_int8(32, 128, 14, 14, 128, 3, 3, 1, 1, groups=2)) == []
+    assert int8_forms(conv2d_int8(32, 64, 14, 14, 128, 3, 3, 1, 1, groups=2)) == []
+
+
 @pytest.mark.parametrize("make, said", [
     (lambda: conv2d_int8(1, 48, 8, 8, 48, groups=3), "conv2d_int8 takes a grouped layer whose input and output "
                                                        "channels are multiples of 32"),
-    (lambda: conv2d_int8(1, 64, 8, 8, 64, groups=32, filter_layout="KRSC"), "'KCRS' is the filter of a grouped"),
-    (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KCRS"), "'KCRS' is the filter of a grouped layer"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, groups=32, filter_layout="KRSC"), "'KCRS' and 'KRS32' are the filters"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KCRS"), "'KCRS' and 'KRS32' are the filters of a grouped"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KRS32"), "'KCRS' and 'KRS32' are the filters of a grouped"),
+    (lambda: conv2d_int8(1, 64, 8, 8, 128, groups=2, filter_layout="KRS32"),
+     "filter_layout='KRS32' packs a grouped layer whose input and output channels are as many"),
+    (lambda: conv2d_int8(1, 128, 8, 8, 128, groups=2, filter_layout="KRS32"), "whose groups' channels divide 32"),
+    (lambda: INT8_GROUPED.apply(conv2d_int8(1, 64, 8, 8, 64, groups=4, filter_layout="KRS32")),
+     "the stencil reads a grouped layer's own filter"),
+    (lambda: INT8_GROUPED_MMA.apply(conv2d_int8(1, 64, 8, 8, 64, groups=4)),
+     "the grouped int8 tensor-core kernel reads a filter packed per lane group"),
+    (lambda: INT8_GROUPED_MMA.apply(conv2d_int8(1, 64, 8, 8, 64, groups=4, filter_layout="KRS32"),
+                                    {"tile_k": 48}), "tile_k=48"),
     (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KRS"), "'KRS' is the filter of a depthwise layer"),
     (lambda: INT8_DEPTHWISE.apply(conv2d_int8(1, 64, 8, 8, 64, groups=64), {"channels": 16}),
      "channels=16: an int8 NC/32HW32 block takes whole groups of 32 channels"),
@@ -264,10 +310,11 @@ NVCC = {DEPTHWISE_NCHW.name: conv2d(1, 96, 112, 112, 96, 3, 3, 2, 1, groups=96),
         NHWC_GROUPED_GEMM.name: conv2d(32, 256, 28, 28, 256, groups=32, layout="NHWC", dtype="float16"),
         INT8_DEPTHWISE.name: conv2d_int8(32, 144, 56, 56, 144, 3, 3, 2, 1, groups=144),
         INT8_GROUPED.name: conv2d_int8(32, 128, 56, 56, 128, groups=32),
+        INT8_GROUPED_MMA.name: conv2d_int8(32, 512, 14, 14, 512, groups=32, filter_layout="KRS32"),
         GROUPED_NCHW_STENCIL.name: conv2d(1, 256, 28, 28, 256, groups=32),
         GROUPED_NHWC_STENCIL.name: conv2d(32, 1024, 7, 7, 1024, groups=32, layout="NHWC", dtype="float16")}
 RECORDS = {r.name: r for r in (DEPTHWISE_NCHW, DEPTHWISE_NHWC, NCHW_GROUPED_GEMM, NHWC_GROUPED_GEMM, INT8_DEPTHWISE,
-                               INT8_GROUPED, GROUPED_NCHW_STENCIL, GROUPED_NHWC_STENCIL)}
+                               INT8_GROUPED, INT8_GROUPED_MMA, GROUPED_NCHW_STENCIL, GROUPED_NHWC_STENCIL)}
 #: The grouped GEMMs' candidates nvcc builds here: NCHW's first two (its nest is test_conv_simt_gemm's), NHWC's first
 #: and last (8 columns of 64 rows, 32 of 128); the grouped stencils' that take the layer (one channel or whole groups
 #: a block).

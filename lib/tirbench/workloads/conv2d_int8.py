@@ -10,7 +10,9 @@ holds Kg = ceil(K/32) groups, and the lanes past K are zero (their filters, bias
 ============  ==========================
 input X       (N, Cg, H, W, 32)
 filter W      (Kg*32, Cg, R, S, 32); ``"KRSC"``: (Kg*32, R, S, Cg*32); ``"KRS8C4"`` (C <= 4): (Kg*32, R, S8, 4);
-              a grouped layer's ``"KCRS"``: (K, C/groups, R, S); a depthwise layer's ``"KRS"``: (K, R, S)
+              a grouped layer's ``"KCRS"``: (K, C/groups, R, S), or ``"KRS32"``: (K, R, S, 32), each output channel's
+              taps over the 32 lanes of its own lane group, zero outside its group (C = K, groups within a lane
+              group); a depthwise layer's ``"KRS"``: (K, R, S)
 output Y      (N, Kg, OH, OW, 32)
 bias          (Kg*32,) int32
 scale         (Kg*32,) float32, positive
@@ -51,8 +53,10 @@ from tirbench.workloads.conv_geometry import ConvGeometry
 LANES = 32  #: channels per group of the NC/32HW32 layout
 #: the filter as (K, Cg, R, S, 32), (K, R, S, Cg*32), (K, R, S8, 4); a grouped layer's (1 < groups < C) is "KCRS":
 #: (K, C / groups, R, S), each output channel's taps over its group's input channels (PyTorch's grouped weight); a
-#: depthwise layer's (groups = C = K) is "KRS": (K, R, S), its one tap set per channel
-FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4", "KCRS", "KRS")
+#: depthwise layer's (groups = C = K) is "KRS": (K, R, S), its one tap set per channel; "KRS32" (K, R, S, 32) is a
+#: grouped layer's filter packed for tensor cores: each output channel's taps over the 32 lanes of its own lane group
+#: (C = K and 32 / (C / groups) groups a lane group), zero on the lanes of the other groups (``kcrs_to_krs32``)
+FILTER_LAYOUTS = ("KCRS32", "KRSC", "KRS8C4", "KCRS", "KRS", "KRS32")
 NARROW_LANES, NARROW_TAPS = 4, 8  #: ``"KRS8C4"``: lanes per tap and taps per kernel row
 
 
@@ -103,6 +107,26 @@ def krsc_to_kcrs(wt: np.ndarray, channels: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(wt.transpose(0, 3, 1, 2)[:, :channels])
 
 
+def kcrs_to_krs32(wt: np.ndarray) -> np.ndarray:
+    """A grouped layer's (K, C/groups, R, S) filter (C = K, groups within a 32-lane group) -> (K, R, S, 32),
+    contiguous: output channel f's C/groups channels on the lanes of its group within its lane group, zeros
+    elsewhere."""
+    k, cpg, r, s = wt.shape
+    out = np.zeros((k, r, s, LANES), wt.dtype)
+    for f in range(k):
+        first = f % LANES // cpg * cpg
+        out[f, :, :, first:first + cpg] = wt[f].transpose(1, 2, 0)
+    return out
+
+
+def krs32_to_kcrs(wt: np.ndarray, channels: int) -> np.ndarray:
+    """(K, R, S, 32) -> the grouped layer's (K, C/groups, R, S) (``channels``: C/groups), contiguous."""
+    k = wt.shape[0]
+    first = np.arange(k) % LANES // channels * channels
+    lanes = first[:, None] + np.arange(channels)[None, :]   # (K, C/groups): each channel's lanes
+    return np.ascontiguousarray(np.take_along_axis(wt, lanes[:, None, None, :], axis=3).transpose(0, 3, 1, 2))
+
+
 def narrow_taps(s: int) -> int:
     """S8: the kernel width ``s`` rounded up to a multiple of ``NARROW_TAPS``."""
     return -(-s // NARROW_TAPS) * NARROW_TAPS
@@ -124,7 +148,8 @@ def krs8c4_to_kcrs(wt: np.ndarray, channels: int, taps: int) -> np.ndarray:
 def filter_layout_of(mod: tvm.IRModule) -> str:
     """The filter layout of a ``conv2d_int8`` module (one of ``FILTER_LAYOUTS``), from the W its block "conv" reads:
     five axes "KCRS32"; three "KRS"; four, indexed by the reduction's channel second, "KCRS"; else, the last of 4
-    lanes, "KRS8C4"; else "KRSC"."""
+    lanes, "KRS8C4"; else, with the input's lane group read by the output channel (a grouped layer's), "KRS32";
+    else "KRSC"."""
     sch = tvm.s_tir.Schedule(mod)
     block = sch.get(sch.get_sblock("conv"))
     w = next(region for region in block.reads if region.source.name == "W")
@@ -133,7 +158,11 @@ def filter_layout_of(mod: tvm.IRModule) -> str:
         return by_rank[len(w.source.shape)]
     if w.region[1].min.same_as(block.iter_vars[-1].var):   # W[k, rc, ry, rx]
         return "KCRS"
-    return "KRS8C4" if int(w.source.shape[-1]) == NARROW_LANES else "KRSC"
+    if int(w.source.shape[-1]) == NARROW_LANES:
+        return "KRS8C4"
+    x = next(region for region in block.reads if region.source.name == "Xp")
+    f = block.iter_vars[3].var   # the output channel
+    return "KRS32" if any(v.same_as(f) for v in tvm.tirx.analysis.undefined_vars(x.region[1].min)) else "KRSC"
 
 
 def requantize(acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, residual: np.ndarray | None = None, *,
@@ -166,11 +195,11 @@ def _module(n, c, h, w, k, r, s, geometry: ConvGeometry, relu, residual, filter_
     depthwise = filter_layout == "KRS"   # one input channel per output channel: the reduction's lanes are 1
     cpg, kpg = c // geometry.groups, k // geometry.groups   # a grouped layer's channels a group (C and K: 32s)
     taps, lanes = (narrow_taps(s), NARROW_LANES) if filter_layout == "KRS8C4" else \
-        (s, 1 if depthwise else cpg if filter_layout == "KCRS" else cg * LANES)
+        (s, 1 if depthwise else cpg if filter_layout == "KCRS" else LANES if filter_layout == "KRS32" else cg * LANES)
     x_shape = (n, cg, h, w, LANES)
     xp_shape = (n, cg, h + top + bottom, max(w + left + right, (ow - 1) * sw + (taps - 1) * dw + 1), LANES)
     w_shape = {"KCRS32": (k, cg, r, s, LANES), "KRSC": (k, r, s, cg * LANES), "KRS8C4": (k, r, taps, lanes),
-               "KCRS": (k, cpg, r, s), "KRS": (k, r, s)}[filter_layout]
+               "KCRS": (k, cpg, r, s), "KRS": (k, r, s), "KRS32": (k, r, s, LANES)}[filter_layout]
     y_shape = (n, kg, oh, ow, LANES)
 
     def filt(wt, f, ry, rx, rc):  # the filter's value for output channel f, tap (ry, rx), input channel rc
@@ -183,6 +212,8 @@ def _module(n, c, h, w, k, r, s, geometry: ConvGeometry, relu, residual, filter_
     def channel(f, rc):  # the input channel of output channel f's rc-th input channel
         if filter_layout == "KCRS":
             return f // kpg * cpg + rc
+        if filter_layout == "KRS32":   # the lanes of f's own lane group
+            return f // LANES * LANES + rc
         return f + rc if depthwise else rc
 
     def finish(t, res):  # residual add, ReLU, saturation (t: the rounded int32 value)
@@ -237,7 +268,8 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     and K. Any dilation and any stride and padding per axis or side (``conv2d``'s forms and shape suffixes;
     ``"KRS8C4"`` a plain layer only); one group, a depthwise layer (groups = C = K, its filter ``"KRS"``), or a
     grouped one whose C and K are multiples of 32 (its filter ``"KCRS"``: a group's output channels in whole lane
-    groups read its input channels only); other groups are refused in one line.
+    groups read its input channels only; or ``"KRS32"`` where C = K and a group's channels divide 32, the filter the
+    grouped tensor-core kernel reads); other groups are refused in one line.
     """
     geometry = check_conv_params(n, c, h, w, k, r, s, stride, pad, "NCHW", dilation=dilation, groups=groups)
     depthwise = geometry.groups == c == k > 1
@@ -253,9 +285,13 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     if (filter_layout == "KRS") != depthwise:
         raise ValueError(f"filter_layout={filter_layout!r}: 'KRS' is the filter of a depthwise layer (groups = C = K) "
                          f"and the only one it takes")
-    if (filter_layout == "KCRS") != grouped:
-        raise ValueError(f"filter_layout={filter_layout!r}: 'KCRS' is the filter of a grouped layer "
-                         f"(1 < groups < C) and the only one it takes")
+    if (filter_layout in ("KCRS", "KRS32")) != grouped:
+        raise ValueError(f"filter_layout={filter_layout!r}: 'KCRS' and 'KRS32' are the filters of a grouped layer "
+                         f"(1 < groups < C) and the only ones it takes")
+    if filter_layout == "KRS32" and (c != k or LANES % (c // geometry.groups)):
+        raise ValueError(f"filter_layout='KRS32' packs a grouped layer whose input and output channels are as many "
+                         f"and whose groups' channels divide {LANES}; this layer has {c} input and {k} output "
+                         f"channels in {geometry.groups} groups")
     if filter_layout == "KRS8C4":
         geometry.require_plain("conv2d_int8 with filter_layout='KRS8C4'")
     if filter_layout == "KRS8C4" and c > NARROW_LANES:
@@ -263,7 +299,9 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
     pack, unpack = {"KCRS32": (kcrs_to_kc32rs32, kc32rs32_to_kcrs), "KRSC": (kcrs_to_krsc, krsc_to_kcrs),
                     "KRS8C4": (kcrs_to_krs8c4, lambda wt, channels: krs8c4_to_kcrs(wt, channels, s)),
                     "KCRS": (np.ascontiguousarray, lambda wt, channels: wt),
-                    "KRS": (lambda wt: np.ascontiguousarray(wt[:, 0]), lambda wt, channels: wt[:, None])}[filter_layout]
+                    "KRS": (lambda wt: np.ascontiguousarray(wt[:, 0]), lambda wt, channels: wt[:, None]),
+                    "KRS32": (kcrs_to_krs32, lambda wt, channels: krs32_to_kcrs(wt, channels // geometry.groups))
+                    }[filter_layout]
     check_positive(n=n)
     oh, ow = geometry.out_hw(h, w, r, s)
     kp = channel_groups(k) * LANES   # the output channels as stored
@@ -298,7 +336,8 @@ def conv2d_int8(n: int, c: int, h: int, w: int, k: int, r: int = 3, s: int = 3, 
         dtype="int8", mod=_module(n, c, h, w, kp, r, s, geometry, relu, residual, filter_layout),
         make_inputs=make_inputs, reference=reference, out_shape=y_shape, out_dtype="int8",
         flops=2 * n * k * oh * ow * red,
-        bytes=n * stored * h * w + kp * (cpg if depthwise or grouped else stored) * r * s + kp * 8
+        bytes=n * stored * h * w + kp * (LANES if filter_layout == "KRS32" else cpg if depthwise or grouped else
+                                         stored) * r * s + kp * 8
         + n * kp * oh * ow * (2 if residual else 1),
         tolerance={"rtol": 0.0, "atol": 0.0}, layout="NCHW32", extra=geometry.extra(),
     )

@@ -32,6 +32,7 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import loop_extent, require_divides, require_positive_int, require_threads
 from tirbench.schedules.common.tiling import has_block
 from tirbench.schedules.conv.direct import conv_block
+from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 #: Static shared memory a block may use without opting in (bytes): the input window must fit.
 SHARED_LIMIT = 48 * 1024
@@ -58,6 +59,9 @@ def conv2d_depthwise(sch: s_tir.Schedule, *, tile: tuple[int, int] = (8, 32), ch
     ``copy_bytes`` (channels-last layouts; 0: one value a copy): the window's copy moves that many bytes of a pixel's
     contiguous channels at a time (``_copy_window``). ``thread_channels`` (channels-last layouts): each thread sums
     that many consecutive output channels and stores them as one vector."""
+    if has_block(sch, "epilogue") and filter_layout_of(sch.mod) == "KRS32":   # int8: its filter is the tensor cores'
+        raise ValueError("the stencil reads a grouped layer's own filter: conv2d_int8(..., groups=G) with its 'KCRS' "
+                         "filter; 'KRS32' is the grouped tensor-core kernel's (conv2d_int8_grouped_mma)")
     layout = depthwise_layout(sch)
     blk, ext = conv_block(sch, layout)
     (th, tw), params = tile, (("tile[0]", tile[0]), ("tile[1]", tile[1]), ("channels", channels))

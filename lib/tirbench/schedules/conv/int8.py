@@ -2,6 +2,13 @@
 GEMM ladder's int8 helpers (ldmatrix + mma.sync m16n8k32, Hopper integer wgmma), with the fused epilogue (bias, scale,
 rounding, residual, ReLU, saturation) applied per thread as the int32 tile leaves shared memory.
 
+A grouped layer whose groups lie within 32-lane groups (C = K; ResNeXt's 4 to 32 channels a group), its filter
+stored (K, R, S, 32) (``conv2d_int8(..., filter_layout="KRS32")``: each output channel's taps over its whole lane group,
+zero outside its group), is a batched implicit GEMM, one per lane group (``int8_grouped_as_gemm``, the lane group on
+blockIdx.y): rows the pixels, columns the lane group's 32 output channels, k = (r, s, lane), so a k tile of 32 is one
+tap's 32 contiguous bytes of one pixel. It multiplies the zeros of the other groups too (32 / (C / groups) times the
+layer's work: 2x at 16 channels a group), where the SIMT stencil multiplies only the group's channels.
+
 A layer of at most 4 input channels with its filter stored (K, R, S8, 4) (``conv2d_int8(..., filter_layout="KRS8C4")``,
 the RGB stem) reduces over R * S8 * 4 values: a k tile of 32 is one kernel row, 8 taps of 4 lanes, and the im2col
 fill copies 4 bytes (the first 4 lanes of a pixel) per tap with zero-filling ``cp.async`` (``gemm_mma_int8``'s
@@ -9,22 +16,27 @@ fill copies 4 bytes (the first 4 lanes of a pixel) per tap with zero-filling ``c
 """
 from __future__ import annotations
 
+import functools
+
 from tvm import s_tir
 
 from tirbench.schedules.common.padding import C_ROW_PAD
-from tirbench.schedules.common.tiling import WARP
-from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block
+from tirbench.schedules.common.tiling import WARP, require_multiple
+from tirbench.schedules.conv.direct import conv_block
+from tirbench.schedules.conv.implicit_gemm import (conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block,
+                                                  pixel_index)
+from tirbench.schedules.conv.simt_gemm import NHWC_GROUPED_VARS, access_axes, group_gemm_index, lay_out_batched_gemm
 from tirbench.schedules.gemm.tensorcore import gemm_mma_int8, gemm_wmma_int8
 from tirbench.schedules.intrinsics import mma_int8
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
-from tirbench.workloads.conv2d_int8 import NARROW_LANES, filter_layout_of
+from tirbench.workloads.conv2d_int8 import LANES, NARROW_LANES, filter_layout_of
 
 #: int8 channels per thread in the epilogue: 16 int32 accumulators (four 16-byte shared-memory loads) -> one
 #: 16-byte store of Y (half of a pixel's 32-channel group).
 INT8_VECTOR = 16
 
 
-def _finish_int8(sch: s_tir.Schedule, *, warps: int, bn: int) -> s_tir.Schedule:
+def _finish_int8(sch: s_tir.Schedule, *, warps: int, bn: int, batch: bool = False) -> s_tir.Schedule:
     """``finish_implicit_gemm`` for the int8 kernels: the epilogue (bias, scale, rounding, residual, ReLU, saturation)
     per thread on ``INT8_VECTOR`` channels of one pixel per pass, its memory traffic in registers. Before its passes a
     thread loads its channels' bias and scale once (16-byte loads); per pass (unrolled, so the residual loads overlap)
@@ -38,13 +50,13 @@ def _finish_int8(sch: s_tir.Schedule, *, warps: int, bn: int) -> s_tir.Schedule:
     (an idle thread's too) lie past Y exactly where they are not real, so the copy is predicated there. (Made later,
     it took its domain from the epilogue's region without the epilogue's predicate, and with a pixel's threads
     counted from the layer's channels the idle ones mapped onto the next pass's pixels: both wrote past Y or over
-    other threads' values.)"""
+    other threads' values.) ``batch``: a batched GEMM's C (``int8_grouped_as_gemm``), the batch on blockIdx.y."""
     inline_im2col(sch)
     _pad_c_rows(sch)
     out = sch.get_sblock("Yacc_reindex")
     store = sch.cache_write(out, 0, "local")  # Y's copy, made while its domain is Y's (see the docstring)
-    sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
-    m, n = sch.get_loops(out)[1:]
+    sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[int(batch)])
+    m, n = sch.get_loops(out)[1 + int(batch):]
     per_row = bn // INT8_VECTOR  # a pixel's threads: the block tile's (a layer of fewer channels leaves some idle)
     mo, mt = sch.split(m, factors=[None, warps * WARP // per_row])  # a pass covers warps * 32 / per_row pixels
     nt, vec = sch.split(n, factors=[per_row, INT8_VECTOR])
@@ -70,7 +82,8 @@ def _pad_c_rows(sch: s_tir.Schedule) -> None:
     """Give the shared int32 C tile rows of bn + ``C_ROW_PAD`` values (as the padded GEMMs' C tile): a warp's
     accumulator stores (8 rows of 32 bytes) then fill all 32 banks twice instead of the same 8 banks eight times."""
     store, = sch.get_producers(sch.get_sblock("Yacc_reindex"))  # the accumulators' store into shared C
-    sch.storage_align(store, 0, axis=0, factor=32, offset=C_ROW_PAD)
+    rank = len(sch.get(store).writes[0].source.shape)   # 3 in a batched GEMM
+    sch.storage_align(store, 0, axis=rank - 2, factor=32, offset=C_ROW_PAD)
 
 
 def _pixel_registers(sch: s_tir.Schedule, block: s_tir.SBlockRV, side: str) -> None:
@@ -146,3 +159,54 @@ def conv2d_int8_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 
     _require_int8_epilogue(block_tile, warps)
     gemm_wmma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
     return _finish_int8(sch, warps=warps, bn=block_tile[1])
+
+
+def int8_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
+    """Reindex the grouped int8 convolution with a ``"KRS32"`` filter into a batched GEMM block, one GEMM per 32-lane
+    group (loops: lane group, output pixel, output channel in the lane group, k = (r, s, lane)), A = the im2col of
+    the lane group's input lanes, B = its filter rows [32, k] (k-contiguous, as stored), C = int32 accumulators in
+    shared memory; the epilogue folded into the output copy ("Yacc_reindex"), in (lane group, pixel, channel)
+    order. Any other filter, or an output of one row or column under a window, is refused in one line."""
+    if filter_layout_of(sch.mod) != "KRS32":
+        raise ValueError("the grouped int8 tensor-core kernel reads a filter packed per lane group: "
+                         "conv2d_int8(..., groups=G, filter_layout='KRS32')")
+    blk, ext = conv_block(sch, "NCHW32")
+    r, s = ext["r"], ext["s"]
+    if (ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1:   # TVM's im2col reindex drops the 1-wide output axis
+        raise ValueError(f"an output of {ext['oh']}x{ext['ow']} pixels under a {r}x{s} kernel is not taken by the "
+                         "grouped int8 implicit GEMM")
+    pixel = pixel_index(ext)
+    widths, strides = {"ry": r, "rx": s, "rc": LANES}, {"ry": s * LANES, "rx": LANES, "rc": 1}
+
+    def k_index(at):   # (r, s, lane); a 1-wide axis gets no term (TVM's bijectivity check trips on it)
+        return sum((at.get(a, 0) * strides[a] for a in widths if widths[a] > 1), 0)
+
+    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (f // LANES, b, y, x, f % LANES, ry, rx, rc))
+    for operand in (("read", 0), ("read", 1), ("write", 0)):
+        sch.reindex(blk, operand)
+    sch.reverse_compute_inline(sch.get_sblock("epilogue"))
+    out = "Yacc_reindex"
+    axes = {name: access_axes(sch, blk, name, NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
+    sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
+        g, pixel(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
+    gemm_index = functools.partial(group_gemm_index, axes, k_index, pixel)
+    lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "j", "k"), ("g", "pixel", "j"))
+    sch.set_scope(blk, 0, "shared.dyn")
+    return sch
+
+
+def conv2d_int8_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 32),
+                            warp_tile: tuple[int, int] = (32, 32), tile_k: int = 32, stages: int = 4,
+                            raster: int = 1) -> s_tir.Schedule:
+    """The grouped int8 NC/32HW32 convolution (``"KRS32"`` filter) as a batched implicit GEMM on ldmatrix +
+    mma.sync m16n8k32 (module docstring): ``gemm_mma_int8`` on ``int8_grouped_as_gemm``'s block, k tiles of
+    ``tile_k`` (a multiple of 32: whole taps of 32 lanes, 16-byte im2col fills), the lane group on blockIdx.y, the
+    epilogue as ``conv2d_int8_mma``'s. ``block_tile``: (output pixels, output channels of the lane group: 32 or 16)
+    a block."""
+    int8_grouped_as_gemm(sch)
+    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    _require_int8_epilogue(block_tile, warps)
+    require_multiple(tile_k, LANES, param="tile_k")
+    gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
+                  block="conv", batch=True)
+    return _finish_int8(sch, warps=warps, bn=block_tile[1], batch=True)

@@ -17,7 +17,9 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
   (``GROUPED_NCHW_STENCIL``, ``GROUPED_NHWC_STENCIL``, int8 ``INT8_GROUPED`` where C and K are multiples of 32),
   ranked as the depthwise tilings; float32 NCHW and float16 NHWC ones also the implicit GEMM batched over the groups
   (``NCHW_GROUPED_GEMM``, ``NHWC_GROUPED_GEMM``; float16 NHWC also on mma.sync, ``NHWC_GROUPED_MMA``), tiles ranked
-  by how one group's GEMM, the groups side by side, fills the SMs.
+  by how one group's GEMM, the groups side by side, fills the SMs; int8 ones where C = K and a group's channels
+  divide 32 also on mma.sync (``INT8_GROUPED_MMA``), another workload of the same layer (``int8_forms``: the filter
+  packed per 32-lane group), one GEMM per lane group.
 - A dilation or a stride or padding per axis (per side): ``NCHW_GEMM`` and ``NHWC_GEMM`` take them, and the
   tensor-core implicit GEMMs on the layer's own blocks (``NHWC_WGMMA``, ``NHWC_MMA``, ``NHWC_WMMA``, ``INT8_WGMMA``,
   ``INT8_MMA``, ``SM75_INT8_WMMA``); split-K, HWCN and the TMA kernels do not. A layer no family takes is refused
@@ -56,7 +58,7 @@ from tirbench.core.gpu import ArchError, current_gpu
 from tirbench.schedules.common.record import KernelRecord, first_offered, for_arch, offered
 from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, GROUPED_NCHW_STENCIL,
                                              GROUPED_NHWC_STENCIL, HWCN_HOPPER, INT8_DEPTHWISE, INT8_GROUPED,
-                                             INT8_MMA,
+                                             INT8_GROUPED_MMA, INT8_MMA,
                                              INT8_TMA_WS, INT8_TURING, INT8_WGMMA, NCHW_GEMM, NCHW_GROUPED_GEMM,
                                              NCHW_SPLITK, NHWC_1X1_TMA, NHWC_GEMM, NHWC_GROUPED_GEMM,
                                              NHWC_GROUPED_MMA, NHWC_MMA,
@@ -67,7 +69,7 @@ from tirbench.schedules.conv.implicit_gemm import VECTOR
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv_geometry import geometry_of, output_size
-from tirbench.workloads.conv2d_int8 import NARROW_LANES, conv2d_int8, filter_layout_of
+from tirbench.workloads.conv2d_int8 import LANES, NARROW_LANES, conv2d_int8, filter_layout_of
 from tirbench.workloads.winograd import conv2d_winograd, tiles_of
 
 #: The depthwise family of each layout.
@@ -76,8 +78,8 @@ DEPTHWISE_BY_LAYOUT = {"NCHW": DEPTHWISE_NCHW, "NHWC": DEPTHWISE_NHWC, "NCHW32":
 GROUPED_STENCIL_BY_LAYOUT = {"NCHW": GROUPED_NCHW_STENCIL, "NHWC": GROUPED_NHWC_STENCIL, "NCHW32": INT8_GROUPED}
 #: The conv2d families the rules offer, in their order (which of them takes a layer's geometry: ``no_family``).
 ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, GROUPED_NCHW_STENCIL, GROUPED_NHWC_STENCIL, INT8_GROUPED,
-            NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_MMA, NHWC_GROUPED_GEMM, HWCN_HOPPER,
-            NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
+            INT8_GROUPED_MMA, NCHW_SPLITK, NCHW_GEMM, NCHW_GROUPED_GEMM, NHWC_GEMM, NHWC_GROUPED_MMA, NHWC_GROUPED_GEMM,
+            HWCN_HOPPER, NHWC_WGMMA, NHWC_TMA_WS, NHWC_1X1_TMA, NHWC_MMA, *TENSOR_CORE_TURING, INT8_WGMMA, INT8_MMA, INT8_TMA_WS,
             *INT8_TURING)
 #: Streaming multiprocessors of the GPU the cost model plans for (``current_gpu()``: the device, else the reference
 #: GPU of ``TIRBENCH_ARCH``, else an H100).
@@ -280,6 +282,11 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     takes. ``keep=0`` schedules no candidate (``refused_here``: only whether a family builds here)."""
     if wl.name == "conv2d" and any(f.accepts(wl) is None for f in DEPTHWISE_BY_LAYOUT.values()):
         return _depthwise_records(wl, keep, DEPTHWISE_BY_LAYOUT[wl.layout])
+    if wl.name == "conv2d" and wl.dtype == "int8" and filter_layout_of(wl.mod) == "KRS32":   # one GEMM a lane group
+        z = wl.sizes
+        view = gemm_view(wl)
+        return _grouped_records(wl, keep, GemmView(view.m, LANES, LANES * z["r"] * z["s"]), (INT8_GROUPED_MMA,),
+                                groups=z["c"] // LANES)
     stencil = GROUPED_STENCIL_BY_LAYOUT.get(wl.layout or "")
     if wl.name == "conv2d" and stencil is not None and stencil.accepts(wl) is None:
         gemms = []
@@ -324,12 +331,13 @@ def rule_records(wl: Workload, keep: int = KEEP) -> list[KernelRecord]:
     return records
 
 
-def _grouped_records(wl: Workload, keep: int, view: GemmView,
-                     *groups: tuple[KernelRecord, ...]) -> list[KernelRecord]:
+def _grouped_records(wl: Workload, keep: int, view: GemmView, *families: tuple[KernelRecord, ...],
+                     groups: int | None = None) -> list[KernelRecord]:
     """A grouped implicit GEMM's family that builds here, its tiles ranked by how one group's GEMM (``view``, oriented
-    as the family's rows and columns), the groups side by side, fills the SMs."""
-    score = lambda bm, bn: round(view.fill(bm, bn, geometry_of(wl).groups), 2)  # noqa: E731
-    return [f.with_candidates(ranked_tiles(wl, f, keep, score=score)) for f in built_here(wl, *groups)]
+    as the family's rows and columns), the ``groups`` GEMMs (the layer's groups by default) side by side, fill the
+    SMs."""
+    score = lambda bm, bn: round(view.fill(bm, bn, groups or geometry_of(wl).groups), 2)  # noqa: E731
+    return [f.with_candidates(ranked_tiles(wl, f, keep, score=score)) for f in built_here(wl, *families)]
 
 
 def no_family(wl: Workload) -> str | None:
@@ -391,10 +399,15 @@ def int8_forms(wl: Workload) -> list[Workload]:
     cuDNN pack theirs): stored (K, R, S, C) (``INT8_TMA_WS``: a k tile's 128 channels are one TMA box row) where the
     channels fill whole k tiles and a candidate of that family takes the layer (its block tiles are 128 or 256
     output channels wide); stored (K, R, S8, 4) (``INT8_MMA``: 8 taps of 4 lanes per k tile of 32) where the layer
-    has at most 4 channels; else none (and none for a layer whose filter is packed already, a layer beyond plain,
+    has at most 4 channels; a grouped layer whose groups lie within lane groups (C = K) stored (K, R, S, 32)
+    (``INT8_GROUPED_MMA``); else none (and none for a layer whose filter is packed already, a layer beyond plain,
     which both forms' kernels refuse, or where the build's architecture lacks the form's family: ``offered``)."""
     z = wl.sizes
-    if (wl.dtype, wl.layout) != ("int8", "NCHW32") or filter_layout_of(wl.mod) != "KCRS32" or wl.extra:
+    if (wl.dtype, wl.layout) != ("int8", "NCHW32"):
+        return []
+    if filter_layout_of(wl.mod) == "KCRS" and z["c"] == z["k"] and LANES % (z["c"] // geometry_of(wl).groups) == 0:
+        return [int8_form(wl, "KRS32")] if offered((INT8_GROUPED_MMA,)) else []
+    if filter_layout_of(wl.mod) != "KCRS32" or wl.extra:
         return []
     layout = "KRSC" if z["c"] % 128 == 0 else "KRS8C4" if z["c"] <= NARROW_LANES else None
     if layout is None or not offered((INT8_TMA_WS if layout == "KRSC" else INT8_MMA,)):
@@ -404,8 +417,8 @@ def int8_forms(wl: Workload) -> list[Workload]:
 
 
 def int8_form(wl: Workload, filter_layout: str) -> Workload:
-    """The int8 layer ``wl`` (NC/32HW32) with its filter stored ``filter_layout`` ("KRSC", "KRS8C4"), its epilogue
-    (residual, ReLU) kept."""
+    """The int8 layer ``wl`` (NC/32HW32) with its filter stored ``filter_layout`` ("KRSC", "KRS8C4", "KRS32"), its
+    epilogue (residual, ReLU) kept."""
     z = wl.sizes
     residual, relu = epilogue_ops(s_tir.Schedule(wl.mod))
     return conv2d_int8(*(z[a] for a in ("n", "c", "h", "w", "k", "r", "s")), **geometry_of(wl).kwargs(), relu=relu,

@@ -100,7 +100,7 @@ def groups_of(sch: s_tir.Schedule, layout: str = "NCHW") -> int:
 _GROUPED_VARS = ("g", "j", "b", "y", "x", "rc", "ry", "rx")
 
 
-def _access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str,
+def access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str,
                  var_names: tuple[str, ...] = _GROUPED_VARS) -> list[str]:
     """The block variables (by ``var_names`` name) that index ``buffer`` in ``blk``, in order: a reindexed
     buffer's axes (TVM leaves out the variables an access does not use, such as 1-wide ones)."""
@@ -132,15 +132,15 @@ def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     for operand in (("read", 0), ("read", 1), ("write", 0)):
         sch.reindex(blk, operand)
     out = output_copy(sch)
-    axes = {name: _access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", out)}
+    axes = {name: access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", out)}
     sch.transform_block_layout(blk, lambda g, j, b, y, x, rc, ry, rx: (
         g, j, column(b, y, x), k_index({"rc": rc, "ry": ry, "rx": rx})))
 
-    gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
-    return _lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "k", "pixel"), ("g", "j", "k"), ("g", "j", "pixel"))
+    gemm_index = functools.partial(group_gemm_index, axes, k_index, column)
+    return lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "k", "pixel"), ("g", "j", "k"), ("g", "j", "pixel"))
 
 
-def _lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callable[..., IndexMap],
+def lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callable[..., IndexMap],
                           x_axes: tuple[str, ...], w_axes: tuple[str, ...], y_axes: tuple[str, ...]) -> s_tir.Schedule:
     """The reindexed input, filter and output of ``blk`` (and the output copy ``out``) laid out on the batched GEMM's
     axes (``gemm_index``), each operand in the order given."""
@@ -151,7 +151,7 @@ def _lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callab
     return sch
 
 
-def _group_gemm_index(axes: dict[str, list[str]], k_index: Callable[[dict], object], pixel: Callable[..., object],
+def group_gemm_index(axes: dict[str, list[str]], k_index: Callable[[dict], object], pixel: Callable[..., object],
                       name: str, *rows_cols: str) -> IndexMap:
     """The map from buffer ``name``'s reindexed axes (``axes[name]``: block variable names) to its batched-GEMM
     axes ``rows_cols``: "g" the group, "j" the output channel in it, "k" the reduction (``k_index``), "pixel" the
@@ -175,7 +175,7 @@ def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
 
 
 #: The grouped NHWC "conv" block's variables once the output channel is split into (group, channel in group).
-_NHWC_GROUPED_VARS = ("g", "b", "y", "x", "j", "ry", "rx", "rc")
+NHWC_GROUPED_VARS = ("g", "b", "y", "x", "j", "ry", "rx", "rc")
 
 
 def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
@@ -205,11 +205,11 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
         sch.reindex(blk, operand)
     sch.reverse_compute_inline(sch.get_sblock("cast"))
     out = output_copy(sch)
-    axes = {name: _access_axes(sch, blk, name, _NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
+    axes = {name: access_axes(sch, blk, name, NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
     sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
         g, column(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
-    gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
-    return _lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "k", "j"), ("g", "pixel", "j"))
+    gemm_index = functools.partial(group_gemm_index, axes, k_index, column)
+    return lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "k", "j"), ("g", "pixel", "j"))
 
 
 def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:

@@ -244,13 +244,13 @@ def gemm_v7_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128)
 
 
 def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV], ko: s_tir.LoopRV,
-                               warps: int, a_copy: int = mma_int8.CHUNK) -> None:
+                               warps: int, a_copy: int = mma_int8.CHUNK, batch: bool = False) -> None:
     """The int8 A and B shared tiles (``shared``, already read) copied per k tile in the swizzled layout of
     ``intrinsics.mma_int8``, 16-byte chunks spread over the block's threads panel by panel; A's chunks as
     ``a_copy``-byte copies (``gemm_mma_int8``)."""
     for sh, copy in zip(shared, (a_copy, mma_int8.CHUNK)):
         sch.compute_at(sh, ko)
-        sch.transform_layout(sh, ("write", 0), mma_int8.swizzle,
+        sch.transform_layout(sh, ("write", 0), _after_batch(mma_int8.swizzle) if batch else mma_int8.swizzle,
                              assume_injective_transform=True)  # XOR swizzles are bijective; TVM cannot tell
         r, c = sch.get_loops(sh)[-2:]
         panel, c = sch.split(c, factors=[None, mma_int8.PANEL])
@@ -266,11 +266,12 @@ def _stage_swizzled_int8_tiles(sch: s_tir.Schedule, shared: list[s_tir.SBlockRV]
 
 
 def _int8_extents(sch: s_tir.Schedule, block: str, block_tile: tuple[int, int], tile_k: int,
-                  kernel: str) -> tuple[str, bool, tuple[object, object], tuple[object, object, object]]:
+                  kernel: str, batch: bool = False) -> tuple[str, bool, tuple[object, object],
+                                                         tuple[object, object, object]]:
     """An int8 GEMM kernel's start: a one-line ValueError unless ``block`` reads int8; C's scope, whether the tiles
     pad (a caller's shared C, the convolution's epilogue, takes any m, n; C in global memory needs tiles that divide),
-    (m, n) and the extents the tiles must divide (padded where they pad)."""
-    blk, m, n, k = gemm_block(sch, block)
+    (m, n) and the extents the tiles must divide (padded where they pad). ``batch``: a batched GEMM block."""
+    blk, m, n, k = gemm_block(sch, block, batch=batch)
     dtype = sch.get(blk).reads[0].source.dtype
     if dtype != "int8":
         raise ValueError(f"the int8 {kernel} kernel needs int8 inputs, got a {dtype} workload")
@@ -295,7 +296,7 @@ def wmma_fragments(sch: s_tir.Schedule, tile: s_tir.SBlockRV, k_inner: s_tir.Loo
 
 def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
                   warp_tile: tuple[int, int] = (64, 64), tile_k: int = 64, stages: int = 3, raster: int = 1,
-                  block: str = "C", a_copy: int = mma_int8.CHUNK) -> s_tir.Schedule:
+                  block: str = "C", a_copy: int = mma_int8.CHUNK, batch: bool = False) -> s_tir.Schedule:
     """int8 tensor cores: ldmatrix + mma.sync m16n8k32 (int32 accumulators) on C[m, n] += A[m, k] * B[n, k].
 
     v7's structure (block tile -> warps of ``warp_tile``, a ``stages``-deep cp.async pipeline of ``tile_k`` tiles,
@@ -304,11 +305,12 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     16-byte copies, read by ldmatrix intrinsics that address the swizzled rows. A caller's C in shared memory (the
     convolution's epilogue) takes any m, n, k, as in ``gemm_v8_wgmma``; C in global memory needs tiles that divide.
     ``a_copy``: bytes per copy of A's fill (16; 4 or 8 where A's rows are contiguous only in such runs, as the im2col
-    rows of a convolution that reads 4 lanes per pixel).
+    rows of a convolution that reads 4 lanes per pixel). ``batch``: a batched GEMM block (loops batch, m, n, k; the
+    batch on blockIdx.y), as the grouped int8 convolution's (``conv.int8.conv2d_int8_grouped_mma``).
     """
     if a_copy not in (4, 8, mma_int8.CHUNK):
         raise ValueError(f"a_copy={a_copy!r}: A's fill copies 4, 8 or {mma_int8.CHUNK} bytes at a time (cp.async)")
-    c_scope, pads, (m, n), mnk = _int8_extents(sch, block, block_tile, tile_k, "mma")
+    c_scope, pads, (m, n), mnk = _int8_extents(sch, block, block_tile, tile_k, "mma", batch)
     bm, bn = block_tile
     warps = _require_warp_tiles(mnk, block_tile, warp_tile, tile_k, stages, raster,
                                 k_step=mma_int8.PANEL, vector=mma_int8.CHUNK)
@@ -321,7 +323,7 @@ def gemm_mma_int8(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 12
     frag_a, frag_b = (sch.cache_read(tile, idx, "warp") for idx in (0, 1))  # 2-D, before the shared tiles' layout
     sch.compute_at(frag_a, ki)
     sch.compute_at(frag_b, ki)
-    _stage_swizzled_int8_tiles(sch, shared, ko, warps, a_copy)
+    _stage_swizzled_int8_tiles(sch, shared, ko, warps, a_copy, batch)
     acc = sch.cache_write(tile, 0, "warp")
     sch.reverse_compute_at(acc, warp)
     sch.decompose_reduction(tile, ko)  # blocks "<block>_o_init" / "<block>_init"
