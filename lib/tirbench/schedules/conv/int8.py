@@ -16,16 +16,13 @@ fill copies 4 bytes (the first 4 lanes of a pixel) per tap with zero-filling ``c
 """
 from __future__ import annotations
 
-import functools
-
 from tvm import s_tir
 
 from tirbench.schedules.common.padding import C_ROW_PAD
 from tirbench.schedules.common.tiling import WARP, require_multiple
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.conv.implicit_gemm import (conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block,
-                                                  pixel_index)
-from tirbench.schedules.conv.simt_gemm import NHWC_GROUPED_VARS, access_axes, group_gemm_index, lay_out_batched_gemm
+from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block
+from tirbench.schedules.conv.simt_gemm import channels_last_groups_as_gemm
 from tirbench.schedules.gemm.tensorcore import gemm_mma_int8, gemm_wmma_int8
 from tirbench.schedules.intrinsics import mma_int8
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
@@ -175,22 +172,7 @@ def int8_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     if (ext["oh"] == 1 or ext["ow"] == 1) and r * s > 1:   # TVM's im2col reindex drops the 1-wide output axis
         raise ValueError(f"an output of {ext['oh']}x{ext['ow']} pixels under a {r}x{s} kernel is not taken by the "
                          "grouped int8 implicit GEMM")
-    pixel = pixel_index(ext)
-    widths, strides = {"ry": r, "rx": s, "rc": LANES}, {"ry": s * LANES, "rx": LANES, "rc": 1}
-
-    def k_index(at):   # (r, s, lane); a 1-wide axis gets no term (TVM's bijectivity check trips on it)
-        return sum((at.get(a, 0) * strides[a] for a in widths if widths[a] > 1), 0)
-
-    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (f // LANES, b, y, x, f % LANES, ry, rx, rc))
-    for operand in (("read", 0), ("read", 1), ("write", 0)):
-        sch.reindex(blk, operand)
-    sch.reverse_compute_inline(sch.get_sblock("epilogue"))
-    out = "Yacc_reindex"
-    axes = {name: access_axes(sch, blk, name, NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
-    sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
-        g, pixel(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
-    gemm_index = functools.partial(group_gemm_index, axes, k_index, pixel)
-    lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "j", "k"), ("g", "pixel", "j"))
+    channels_last_groups_as_gemm(sch, blk, ext, per_group=LANES, fold="epilogue", filter_nk=True)
     sch.set_scope(blk, 0, "shared.dyn")
     return sch
 

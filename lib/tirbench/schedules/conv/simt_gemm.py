@@ -100,7 +100,7 @@ def groups_of(sch: s_tir.Schedule, layout: str = "NCHW") -> int:
 _GROUPED_VARS = ("g", "j", "b", "y", "x", "rc", "ry", "rx")
 
 
-def access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str,
+def _access_axes(sch: s_tir.Schedule, blk: s_tir.SBlockRV, buffer: str,
                  var_names: tuple[str, ...] = _GROUPED_VARS) -> list[str]:
     """The block variables (by ``var_names`` name) that index ``buffer`` in ``blk``, in order: a reindexed
     buffer's axes (TVM leaves out the variables an access does not use, such as 1-wide ones)."""
@@ -132,15 +132,15 @@ def nchw_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     for operand in (("read", 0), ("read", 1), ("write", 0)):
         sch.reindex(blk, operand)
     out = output_copy(sch)
-    axes = {name: access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", out)}
+    axes = {name: _access_axes(sch, blk, name) for name in ("Xp_reindex", "W_reindex", out)}
     sch.transform_block_layout(blk, lambda g, j, b, y, x, rc, ry, rx: (
         g, j, column(b, y, x), k_index({"rc": rc, "ry": ry, "rx": rx})))
 
-    gemm_index = functools.partial(group_gemm_index, axes, k_index, column)
-    return lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "k", "pixel"), ("g", "j", "k"), ("g", "j", "pixel"))
+    gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
+    return _lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "k", "pixel"), ("g", "j", "k"), ("g", "j", "pixel"))
 
 
-def lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callable[..., IndexMap],
+def _lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callable[..., IndexMap],
                           x_axes: tuple[str, ...], w_axes: tuple[str, ...], y_axes: tuple[str, ...]) -> s_tir.Schedule:
     """The reindexed input, filter and output of ``blk`` (and the output copy ``out``) laid out on the batched GEMM's
     axes (``gemm_index``), each operand in the order given."""
@@ -151,7 +151,7 @@ def lay_out_batched_gemm(sch: s_tir.Schedule, blk, out: str, gemm_index: Callabl
     return sch
 
 
-def group_gemm_index(axes: dict[str, list[str]], k_index: Callable[[dict], object], pixel: Callable[..., object],
+def _group_gemm_index(axes: dict[str, list[str]], k_index: Callable[[dict], object], pixel: Callable[..., object],
                       name: str, *rows_cols: str) -> IndexMap:
     """The map from buffer ``name``'s reindexed axes (``axes[name]``: block variable names) to its batched-GEMM
     axes ``rows_cols``: "g" the group, "j" the output channel in it, "k" the reduction (``k_index``), "pixel" the
@@ -175,7 +175,7 @@ def nhwc_as_gemm(sch: s_tir.Schedule, *, channel_block: int) -> s_tir.Schedule:
 
 
 #: The grouped NHWC "conv" block's variables once the output channel is split into (group, channel in group).
-NHWC_GROUPED_VARS = ("g", "b", "y", "x", "j", "ry", "rx", "rc")
+_NHWC_GROUPED_VARS = ("g", "b", "y", "x", "j", "ry", "rx", "rc")
 
 
 def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
@@ -193,6 +193,19 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
         raise ValueError(f"the grouped NHWC implicit GEMM takes groups > 1, at least 2 output channels per group and "
                          f"an output of at least 2x2 pixels under a window; this layer has groups {groups}, {kg} "
                          f"output channels a group and {ext['oh']}x{ext['ow']} pixels")
+    channels_last_groups_as_gemm(sch, blk, ext, per_group=kg, fold="cast", filter_nk=False)
+    return sch
+
+
+def channels_last_groups_as_gemm(sch: s_tir.Schedule, blk: s_tir.SBlockRV, ext: dict[str, int], *, per_group: int,
+                                 fold: str, filter_nk: bool) -> str:
+    """Reindex a channels-last "conv" block (loops b, y, x, f, r, s, c; ``ext``: their extents, c a group's input
+    channels) into a batched GEMM block of ``per_group`` output channels a GEMM (loops: group, output pixel, output
+    channel in the group, k = (r, s, c)), A = the im2col of the group's channels [pixel, k], B = its filter [k, j]
+    (``filter_nk``: [j, k]), C [pixel, j]; block ``fold`` (the cast or the int8 epilogue) folded into the output copy,
+    put in the same (group, pixel, j) order. Returns the output copy's name (``output_copy``). Shared by the grouped
+    fp16 NHWC GEMMs (``nhwc_grouped_as_gemm``) and the int8 one per lane group (``conv.int8``)."""
+    r, s = ext["r"], ext["s"]
     column = pixel_index(ext)
     widths = {"ry": r, "rx": s, "rc": ext["c"]}
     strides = {"ry": s * ext["c"], "rx": ext["c"], "rc": 1}
@@ -200,16 +213,19 @@ def nhwc_grouped_as_gemm(sch: s_tir.Schedule) -> s_tir.Schedule:
     def k_index(at):   # (r, s, c) of the group; a 1-wide axis gets no term (TVM's bijectivity check trips on it)
         return sum((at.get(a, 0) * strides[a] for a in widths if widths[a] > 1), 0)
 
-    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (f // kg, b, y, x, f % kg, ry, rx, rc))
+    sch.transform_block_layout(blk, lambda b, y, x, f, ry, rx, rc: (
+        f // per_group, b, y, x, f % per_group, ry, rx, rc))
     for operand in (("read", 0), ("read", 1), ("write", 0)):
         sch.reindex(blk, operand)
-    sch.reverse_compute_inline(sch.get_sblock("cast"))
+    sch.reverse_compute_inline(sch.get_sblock(fold))
     out = output_copy(sch)
-    axes = {name: access_axes(sch, blk, name, NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
+    axes = {name: _access_axes(sch, blk, name, _NHWC_GROUPED_VARS) for name in ("Xp_reindex", "W_reindex", out)}
     sch.transform_block_layout(blk, lambda g, b, y, x, j, ry, rx, rc: (
         g, column(b, y, x), j, k_index({"ry": ry, "rx": rx, "rc": rc})))
-    gemm_index = functools.partial(group_gemm_index, axes, k_index, column)
-    return lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "k", "j"), ("g", "pixel", "j"))
+    gemm_index = functools.partial(_group_gemm_index, axes, k_index, column)
+    _lay_out_batched_gemm(sch, blk, out, gemm_index, ("g", "pixel", "k"), ("g", "j", "k") if filter_nk else
+                          ("g", "k", "j"), ("g", "pixel", "j"))
+    return out
 
 
 def _finish(sch: s_tir.Schedule) -> s_tir.Schedule:
