@@ -145,6 +145,8 @@ def test_int8_forms_pack_the_lane_group_filter_where_groups_lie_in_lane_groups()
      "the grouped int8 tensor-core kernel reads a filter packed per lane group"),
     (lambda: INT8_GROUPED_MMA.apply(conv2d_int8(1, 64, 8, 8, 64, groups=4, filter_layout="KRS32"),
                                     {"tile_k": 48}), "tile_k=48"),
+    (lambda: NHWC_WGMMA.apply(conv2d(32, 32, 35, 35, 32, 3, 3, 1, 1, layout="NHWC", dtype="float16"),
+                              {"block_tile": (128, 32), "stages": 4}), "block_tile[1]=32: the swizzle128 layout"),
     (lambda: conv2d_int8(1, 64, 8, 8, 64, filter_layout="KRS"), "'KRS' is the filter of a depthwise layer"),
     (lambda: INT8_DEPTHWISE.apply(conv2d_int8(1, 64, 8, 8, 64, groups=64), {"channels": 16}),
      "channels=16: an int8 NC/32HW32 block takes whole groups of 32 channels"),

@@ -140,6 +140,7 @@ def _sch(dtype: str = "float32", size: int = SIZE) -> s_tir.Schedule:
     (lambda: gemm_v8_wgmma(_sch("float16"), block_tile=(128, 512)), "N=256"),
     (lambda: gemm_v8_wgmma(_sch("float16"), block_tile=(1024, 128)), "threads"),
     (lambda: gemm_v8_wgmma(_sch("float16"), tile_k=32), "tile_k must be 64"),
+    (lambda: gemm_v8_wgmma(_sch("float16"), block_tile=(128, 96)), r"block_tile\[1\]=96: the swizzle128 layout"),
     (lambda: gemm_v8_wgmma(_sch("float16"), tile_k=24, layout="interleaved"), "tile_k"),
     (lambda: gemm_v8_wgmma(_sch("float16"), layout="swizzle64"), "layout"),
     (lambda: gemm_v8_wgmma(_sch("float16"), stages=8, block_tile=(128, 256)), "shared"),

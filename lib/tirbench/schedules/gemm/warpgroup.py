@@ -61,6 +61,9 @@ def require_wgmma_tiles(mnk: tuple[int, int, int], dtype: str, *, block_tile: tu
     if layout == "swizzle128" and tile_k != 8 * elems:
         raise ValueError(f"tile_k={tile_k}: the swizzle128 layout holds 128-byte rows of {8 * elems} {dtype} values, "
                          f"so tile_k must be {8 * elems}")
+    if layout == "swizzle128" and dtype != "int8" and bn % (8 * elems):   # B is N-major: its rows are rows of n
+        raise ValueError(f"block_tile[1]={bn}: the swizzle128 layout holds B in 128-byte rows of {8 * elems} columns, "
+                         f"so block_tile[1] must be a multiple of {8 * elems} (or take layout='interleaved')")
     require_positive_int(stages, param="stages")
     if overlap and stages < 3:  # with 2, TVM's pipeline keeps one buffer (right for synchronous math, not here)
         raise ValueError(f"overlap=True needs stages >= 3 (a buffer for the running group), got {stages}")
