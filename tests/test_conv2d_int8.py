@@ -167,6 +167,10 @@ def test_int8_wgmma_n256_beyond_tvms_table_compiles():
     (lambda: conv2d_int8_mma(s_tir.Schedule(conv2d_int8(1, 32, 4, 4, 32).mod), block_tile=(16, 32),
                              warp_tile=(16, 32), tile_k=64), "channel_block"),
     (lambda: conv2d_int8(1, 32, 4, 4, 32).reference(*_one_hot_inputs_with_scale(-1.0)), "scale must be positive"),
+    (lambda: conv2d_int8_mma(s_tir.Schedule(conv2d_int8(2, 64, 8, 8, 64).mod), block_tile=(32, 32)),   # warps: 0
+     r"warp_tile\[0\]=64 does not divide block_tile\[0\]=32"),
+    (lambda: conv2d_int8_mma(s_tir.Schedule(conv2d_int8(2, 64, 8, 8, 64).mod), block_tile=(96, 64)),
+     r"warp_tile\[0\]=64 does not divide block_tile\[0\]=96"),
 ])
 def test_bad_inputs_fail_in_one_line(make, message):
     with pytest.raises(ValueError, match=message) as err:

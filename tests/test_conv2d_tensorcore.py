@@ -121,6 +121,8 @@ def test_wmma_candidates_pass_the_gpu_check_built_as_they_are():
     (lambda: conv2d_wmma_design(s_tir.Schedule(conv2d(1, 16, 2, 3, 32, layout="NHWC", dtype="float16").mod),
                                 im=16), "admits"),
     (lambda: conv2d(1, 16, 4, 4, 16, dtype="int8"), "unsupported dtype"),
+    (lambda: conv2d_nhwc_mma(s_tir.Schedule(conv2d(2, 64, 8, 8, 64, layout="NHWC", dtype="float16").mod),
+                             block_tile=(64, 16)), r"warp_tile\[1\]=64 does not divide block_tile\[1\]=16"),
 ])
 def test_bad_inputs_fail_in_one_line(make, message):
     with pytest.raises(ValueError, match=message) as err:

@@ -49,6 +49,14 @@ def has_block(sch: s_tir.Schedule, name: str) -> bool:
     return any(sch.get(b).name_hint == name for b in sch.get_child_blocks(sch.get_sblock("root")))
 
 
+def warps_of(block_tile: tuple[int, int], warp_tile: tuple[int, int]) -> int:
+    """The warps of a ``block_tile`` cut into ``warp_tile``s; a one-line ValueError unless the warp tile divides the
+    block tile on both axes (before a kernel sizes anything by the warp count)."""
+    require_divides(block_tile[0], warp_tile[0], param="warp_tile[0]", axis="block_tile[0]")
+    require_divides(block_tile[1], warp_tile[1], param="warp_tile[1]", axis="block_tile[1]")
+    return (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+
+
 def require_multiple(value: int, unit: int, *, param: str) -> None:
     if value % unit:
         raise ValueError(f"{param}={value} must be a multiple of {unit}")

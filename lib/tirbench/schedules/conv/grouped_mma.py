@@ -22,7 +22,7 @@ from __future__ import annotations
 from tvm import s_tir
 
 from tirbench.schedules.common.checks import loop_extent
-from tirbench.schedules.common.tiling import WARP, has_block, split_threads
+from tirbench.schedules.common.tiling import WARP, has_block, split_threads, warps_of
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import VECTOR, element_copies, inline_im2col, input_fill_block
 from tirbench.schedules.conv.simt_gemm import nhwc_grouped_as_gemm, output_copy
@@ -68,7 +68,7 @@ def conv2d_nhwc_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     kg = loop_extent(sch, sch.get_loops(blk)[2])   # loops: group, pixel, output channel of the group, k
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv", batch=True)
-    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    warps = warps_of(block_tile, warp_tile)
     vector = next(v for v in (VECTOR, 4, 2, 1) if kg % v == 0)
     _require_epilogue(block_tile[0], min(block_tile[1], kg), warps, vector)
     if cg % tile_k:

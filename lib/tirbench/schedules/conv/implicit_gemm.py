@@ -36,7 +36,7 @@ from tvm.tirx import IndexMap
 
 from tirbench.core import lowering
 from tirbench.schedules.common.checks import require_divides, require_positive_int
-from tirbench.schedules.common.tiling import WARP, Warps, has_block, split_threads
+from tirbench.schedules.common.tiling import WARP, Warps, has_block, split_threads, warps_of
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.gemm.tensorcore import gemm_v6_wmma, gemm_v7_mma
 from tirbench.schedules.gemm.warpgroup import gemm_v8_wgmma
@@ -218,7 +218,7 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     channel_block = default_channel_block(sch, tile_k, channel_block)
     gathers = fill_gathers(sch, channel_block)
     conv2d_as_gemm(sch, channel_block=channel_block)
-    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    warps = warps_of(block_tile, warp_tile)
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
@@ -234,7 +234,7 @@ def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128,
     channel_block = default_channel_block(sch, tile_k, channel_block)
     gathers = fill_gathers(sch, channel_block)
     conv2d_as_gemm(sch, channel_block=channel_block)
-    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    warps = warps_of(block_tile, warp_tile)
     _require_epilogue(block_tile, warps)
     gemm_v6_wmma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
     return finish_implicit_gemm(sch, warps=warps, gathers=gathers)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from tvm import s_tir
 
 from tirbench.schedules.common.padding import C_ROW_PAD
-from tirbench.schedules.common.tiling import WARP, require_multiple
+from tirbench.schedules.common.tiling import WARP, require_multiple, warps_of
 from tirbench.schedules.conv.direct import conv_block
 from tirbench.schedules.conv.implicit_gemm import conv2d_as_gemm, fill_through_l1, inline_im2col, input_fill_block
 from tirbench.schedules.conv.simt_gemm import channels_last_groups_as_gemm
@@ -115,7 +115,7 @@ def conv2d_int8_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     which cache in L1 whatever ``l1_fill`` says."""
     narrow = filter_layout_of(sch.mod) == "KRS8C4"
     conv2d_as_gemm(sch, channel_block=NARROW_LANES if narrow else tile_k)
-    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    warps = warps_of(block_tile, warp_tile)
     _require_int8_epilogue(block_tile, warps)
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                   block="conv", a_copy=NARROW_LANES if narrow else mma_int8.CHUNK)
@@ -152,7 +152,7 @@ def conv2d_int8_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (64, 
         raise ValueError("the int8 wmma kernel reads 16-byte channel runs: a 'KRS8C4' filter (4 lanes per tap) "
                          "takes conv2d_int8_mma")
     conv2d_as_gemm(sch, channel_block=tile_k)
-    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    warps = warps_of(block_tile, warp_tile)
     _require_int8_epilogue(block_tile, warps)
     gemm_wmma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
     return _finish_int8(sch, warps=warps, bn=block_tile[1])
@@ -186,7 +186,7 @@ def conv2d_int8_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     epilogue as ``conv2d_int8_mma``'s. ``block_tile``: (output pixels, output channels of the lane group: 32 or 16)
     a block."""
     int8_grouped_as_gemm(sch)
-    warps = (block_tile[0] // warp_tile[0]) * (block_tile[1] // warp_tile[1])
+    warps = warps_of(block_tile, warp_tile)
     _require_int8_epilogue(block_tile, warps)
     require_multiple(tile_k, LANES, param="tile_k")
     gemm_mma_int8(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,

@@ -28,6 +28,7 @@ from tirbench.schedules.common.tiling import (
     require_prefetch,
     require_shared,
     split_tile,
+    warps_of,
 )
 from tirbench.schedules.intrinsics import mma_int8
 
@@ -60,13 +61,11 @@ def _require_warp_tiles(mnk: tuple[int, int, int], block_tile: tuple[int, int], 
     require_divides(m, bm, param="block_tile[0]", axis="m")
     require_divides(n, bn, param="block_tile[1]", axis="n")
     require_divides(k, tile_k, param="tile_k", axis="k")
-    require_divides(bm, wm, param="warp_tile[0]", axis="block_tile[0]")
-    require_divides(bn, wn, param="warp_tile[1]", axis="block_tile[1]")
+    warps = warps_of(block_tile, warp_tile)
     for value, param, unit in ((wm, "warp_tile[0]", 16), (wn, "warp_tile[1]", 16), (tile_k, "tile_k", k_step)):
         require_multiple(value, unit, param=param)
     require_positive_int(stages, param="stages")
     require_divides(m // bm, raster, param="raster", axis="the block rows")
-    warps = (bm // wm) * (bn // wn)
     require_threads(warps * WARP, param="block_tile/warp_tile")
     require_fetch(bm, tile_k, warps * WARP, vector, operand="A")
     require_fetch(bn, tile_k, warps * WARP, vector, operand="B")
