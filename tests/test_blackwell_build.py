@@ -39,7 +39,7 @@ def small_workloads() -> tuple[Workload, ...]:
             conv2d(1, 64, 7, 7, 64, groups=64), conv2d(1, 64, 7, 7, 64, groups=64, layout="NHWC"),
             conv2d(1, 64, 7, 7, 128, groups=8), conv2d(1, 64, 7, 7, 128, groups=8, layout="NHWC", dtype="float16"),
             conv2d_int8(*LAYER, relu=True, residual=False), conv2d_int8(1, 64, 7, 7, 64, groups=64),
-            conv2d_int8(1, 64, 7, 7, 64, groups=16),
+            conv2d_int8(1, 64, 7, 7, 64, groups=16), conv2d_int8(1, 64, 7, 7, 64, groups=16, filter_layout="KRS32"),
             conv2d_winograd(1, 128, 7, 7, 128))
 
 

@@ -28,9 +28,12 @@ RECORDS = {r.name: r for mod in (gemm_records, conv_records) for r in vars(mod).
 
 def workload_for(record: KernelRecord):
     """A workload the family takes, in the form that uses all it needs (the int8 warp-specialized kernel loads its
-    filter by TMA when it is stored KRSC; the 1x1 form takes 1x1 layers only; a split-K tile takes every row)."""
+    filter by TMA when it is stored KRSC; the int8 grouped tensor-core kernel reads it packed per lane group; the 1x1
+    form takes 1x1 layers only; a split-K tile takes every row)."""
     if record.name == "int8_tma_ws":
         return conv2d_int8(*BIG, relu=True, residual=True, filter_layout="KRSC")
+    if record.name == "int8_grouped_mma":
+        return conv2d_int8(32, 256, 28, 28, 256, groups=32, filter_layout="KRS32")
     if record.name == "nhwc_1x1_tma":
         return conv2d(256, 256, 14, 14, 512, 1, 1, 1, 0, layout="NHWC", dtype="float16")
     if record.name.startswith("splitk"):
