@@ -3,22 +3,27 @@ where the k tile does not divide C, channel_block = C and GEMM_K = R * S * C is 
 into the im2col fill's predicate (no copy of X). Checked here without a GPU: both helpers build for sm_90a and nvcc
 takes the CUDA; every access of X, W and Y is proven in bounds under the kernel's predicates; the stem's fills bound k
 by R * S * C = 147 (without that bound the filter reads are no longer proven in bounds), and every read of X in its
-CUDA is predicated; the default channel block follows C; channels that come in 16s but not in 32s fill in 16-byte
-copies in k tiles of 16 and one element at a time in k tiles of 32, and the rules rank the 16-byte fills first."""
+CUDA is predicated; the default channel block follows C; channels in 8s fill in 16-byte copies in every k tile,
+also where a k tile spans kernel taps (``implicit_gemm.split_taps``); the rewrite that allows it keeps every value
+(on llvm)."""
+from __future__ import annotations
+
 import functools
 import re
 import shutil
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
 from test_any_shape import BoundsProof, lowered, unproven_accesses
 from tvm import s_tir, tirx
+from tvm.script import tirx as T
 
+from tirbench.core import lowering
 from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.schedules.conv.implicit_gemm import conv2d_nhwc_mma, default_channel_block, input_fill_block
-from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA
-from tirbench.schedules.conv.rules import rule_records, vector_fill
+from tirbench.schedules.conv.records import NHWC_MMA, NHWC_WGMMA, NHWC_WMMA
 from tirbench.workloads import conv2d
 
 #: (record, the parameters it runs at here, its k tile).
@@ -116,25 +121,41 @@ def x_copies(src: str) -> tuple[int, int]:
             len(re.findall(r"X_ptr\[", src)))
 
 
-@pytest.mark.parametrize("tile_k, vector", [(16, True), (32, False)])
-def test_channels_in_16s_fill_in_16_byte_copies_only_in_k_tiles_that_divide_them(tile_k, vector):
-    params = {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": tile_k, "stages": 4}
-    src = device_source(NHWC_MMA.apply(fp16(INCEPTION_80), params), pass_config=NHWC_MMA.pass_config)
+@pytest.mark.parametrize("record, params", [
+    (NHWC_MMA, {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 16, "stages": 4}),   # one tap a k tile
+    (NHWC_MMA, {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32, "stages": 4}),   # k tiles span taps
+    (NHWC_WGMMA, {"block_tile": (128, 128), "stages": 4, "overlap": True}),                    # ... of 64
+], ids=["mma_k16", "mma_k32", "wgmma_k64"])
+def test_channels_in_8s_fill_in_16_byte_copies_in_any_k_tile(record, params):
+    src = device_source(record.apply(fp16(INCEPTION_80), params), pass_config=record.pass_config)
     copies, loads = x_copies(src)
-    assert (copies > 0 and loads == 0) if vector else loads > 0
-    assert vector_fill(fp16(INCEPTION_80), NHWC_MMA, params) is vector
+    assert copies > 0 and loads == 0
 
 
-@pytest.mark.parametrize("shape, family, params, vector", [
-    (INCEPTION_80, NHWC_WGMMA, {}, False),                          # wgmma's k tile is 64
-    ((32, 96, 35, 35, 96, 3, 3, 1, 1), NHWC_MMA, {"tile_k": 32}, True),
-    ((32, 24, 56, 56, 144, 1, 1, 1, 0), NHWC_WGMMA, {}, True),      # a 1x1 window: k is the channel
-    (STEM, NHWC_MMA, {"tile_k": 16}, True),                         # 3 channels: element copies with any tile
-])
-def test_vector_fill(shape, family, params, vector):
-    assert vector_fill(fp16(shape), family, params) is vector
+def test_wmma_fills_channels_in_8s_by_16_byte_loads():
+    params = {"block_tile": (128, 64), "warp_tile": (64, 32), "tile_k": 32}
+    src = device_source(NHWC_WMMA.apply(fp16(INCEPTION_80), params))
+    assert "*(uint4*)(X_ptr" in src and "X_ptr[" not in src
 
 
-def test_the_rules_rank_16_byte_fills_first():
-    mma = next(r for r in rule_records(fp16(INCEPTION_80)) if r.name == "nhwc_mma")
-    assert [c["tile_k"] for c in mma.candidates[:3]] == [16, 16, 16]
+def test_split_lane_divisions_keeps_every_value_on_llvm():
+    """An 8-wide vectorized copy whose indices divide by 240, 80 and 48 (Inception's taps), its block marked
+    ``LANE_DIVISIONS``: built on llvm, it reads what numpy reads."""
+    @T.prim_func(s_tir=True)
+    def gather(a: T.Buffer((8192,), "float32"), b: T.Buffer((1024,), "float32")):
+        T.func_attr({"tirx.noalias": True})
+        for i in range(1024):
+            with T.sblock("copy"):
+                v = T.axis.spatial(1024, i)
+                b[v] = a[v // 240 * 1000 + v % 80 * 3 + v // 48 % 5 * 17 + v % 240 // 16]
+    sch = s_tir.Schedule(gather)
+    _, lane = sch.split(sch.get_loops(sch.get_sblock("copy"))[0], [None, 8])
+    sch.vectorize(lane)
+    sch.annotate(sch.get_sblock("copy"), lowering.LANE_DIVISIONS, 8)
+    assert not tvm_ffi.structural_equal(lowering.split_lane_divisions(sch.mod), sch.mod)   # rewritten
+    ex = tvm.compile(sch.mod, target="llvm", tir_pipeline=lowering.PIPELINE)
+    a = np.random.default_rng(0).standard_normal(8192).astype("float32")
+    b = tvm.runtime.tensor(np.zeros(1024, "float32"))
+    ex(tvm.runtime.tensor(a), b)
+    v = np.arange(1024)
+    np.testing.assert_array_equal(b.numpy(), a[v // 240 * 1000 + v % 80 * 3 + v // 48 % 5 * 17 + v % 240 // 16])

@@ -1,6 +1,6 @@
 """The grouped NHWC fp16 convolution on mma.sync (``conv.grouped_mma``): one-line refusals, and nvcc builds
-ResNeXt-50's grouped layers for sm_90a without spills, the im2col tile filled by 16-byte cp.async copies where the
-k tile divides a group's channels. (No GPU here: the numerics rest on ``nhwc_grouped_as_gemm``, which the SIMT grouped
+ResNeXt-50's grouped layers for sm_90a without spills, the im2col tile filled by 16-byte cp.async copies where a
+group's channels come in 8s. (No GPU here: the numerics rest on ``nhwc_grouped_as_gemm``, which the SIMT grouped
 kernel checks on llvm in test_conv_depthwise_grouped, and on the GEMM helper's non-batched CUDA being unchanged,
 test_cuda_identity.)"""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tirbench.core.cuda_source import device_source, nvcc_report
 from tirbench.core.errors import refusal
 from tirbench.schedules.conv.grouped_mma import conv2d_nhwc_grouped_mma
 from tirbench.schedules.conv.records import NHWC_GROUPED_MMA
-from tirbench.schedules.conv.rules import rule_records, vector_fill
+from tirbench.schedules.conv.rules import rule_records
 from tirbench.workloads import conv2d
 
 def resnext(c: int, hw: int, stride: int = 1, dtype: str = "float16"):
@@ -69,7 +69,11 @@ def test_the_rules_offer_it_before_the_simt_batched_gemm_and_the_stencil():
                                                                     "grouped_nhwc_stencil"]
 
 
-@pytest.mark.parametrize("c, tile_k, vector", [(512, 16, True), (256, 16, False), (1024, 32, True), (128, 32, True)])
-def test_vector_fill_reads_a_groups_channels(c, tile_k, vector):
-    """16 channels a group in k tiles of 16 fill whole vectors, 8 do not; 4 (not in 8s) copy elements with any tile."""
-    assert vector_fill(resnext(c, 14), NHWC_GROUPED_MMA, {"tile_k": tile_k}) is vector
+@pytest.mark.parametrize("c, tile_k, vector", [(512, 16, True), (256, 16, True), (1024, 32, True), (128, 32, False)])
+def test_a_groups_channels_in_8s_fill_16_bytes_at_a_time(c, tile_k, vector):
+    """16 channels a group in k tiles of 16 (one tap a tile), 8 in k tiles spanning two taps: 16-byte cp.async
+    copies of X; 4 channels a group (not in 8s) copy elements with any tile."""
+    params = {"block_tile": (128, 32), "warp_tile": (64, 32), "tile_k": tile_k, "stages": 4}
+    src = device_source(NHWC_GROUPED_MMA.apply(resnext(c, 14), params), pass_config=NHWC_GROUPED_MMA.pass_config)
+    copies = re.findall(r"ptx_cp_async\w*_16\w*\(buf_dyn_shmem_ptr, [^;]*?X_ptr", src)
+    assert (bool(copies) and "X_ptr[" not in src) if vector else (not copies and "X_ptr[" in src)

@@ -11,12 +11,15 @@ half tiles (``tirx.s_tir.cp_async_raw``). They sit between the software pipeline
 they join the group that follows them, as TVM's own would. Without ``use_async_copy`` (Turing's synchronous int8
 fills) the copy stays a select, and only its zero is rewritten: the int8x16 zero, which TVM declares as ``int4``,
 becomes an ``int4`` of four int32 zeros (``make_int4(0, 0, 0, 0)``).
+
+Before TVM's pipeline, ``split_lane_divisions`` rewrites the divisions in blocks a schedule marks ``LANE_DIVISIONS``
+so that TVM's vectorizer keeps their 16-byte copies (an im2col fill whose k tiles span kernel taps).
 """
 from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 
 PIPELINE = "tirbench"
 #: Function attribute of a kernel written in TIRx (``T.device_entry``, tile primitives such as TMA copies) rather
@@ -26,6 +29,14 @@ TIRX_KERNEL = "tirbench.tirx_kernel"
 #: through L1 (``cp.async.ca``) instead of around it (``.cg``, what TVM prints for every 16-byte copy). For im2col
 #: fills, whose rows the next k tiles read again (the next kernel column is the same pixels shifted by one).
 L1_FILL = "pragma_tirbench_l1_fill"
+#: Block annotation (``sch.annotate(block, LANE_DIVISIONS, lanes)``) on a fill vectorized ``lanes`` wide whose indices
+#: divide by multiples of ``lanes`` that its k tile does not divide (an im2col fill whose k tile of 64 spans the 80
+#: channels of Inception's taps: k // 240 for the kernel row, k % 80 for the channel). TVM simplifies such a
+#: division before it vectorizes, with the vector lane still a scalar, and cannot drop the lane from it
+#: (floordiv(64 * kt + 8 * chunk + lane, 240)); the vectorizer then sees a predicate that varies across the vector and
+#: copies one element at a time. ``split_lane_divisions`` writes x // d as (x // lanes) // (d / lanes) and x % d as
+#: (x // lanes) % (d / lanes) * lanes + x % lanes, the same values, in which the lane drops out of every division.
+LANE_DIVISIONS = "tirbench.lane_divisions"
 _CA_COPY = "tirbench_cp_async_ca_16"
 _CP_ASYNC = tvm.ir.Op.get("tirx.s_tir.cp_async_raw")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
@@ -173,9 +184,38 @@ def zero_fill_int_copies(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> t
     return tvm_ffi.structural_map(mod, (tirx.AttrStmt, _drop_subsumed_wait))
 
 
+def _split_at_lanes(expr: tirx.FloorDiv | tirx.FloorMod, lanes: int) -> tirx.PrimExpr:
+    """``expr`` (x // d or x % d, d a constant multiple of ``lanes`` past it) in terms of x // lanes and x % lanes."""
+    d = expr.b
+    if not isinstance(d, tirx.IntImm) or d.value <= lanes or d.value % lanes:
+        return expr
+    high = tirx.floordiv(expr.a, lanes)
+    if isinstance(expr, tirx.FloorDiv):
+        return tirx.floordiv(high, d.value // lanes)
+    return tirx.floormod(high, d.value // lanes) * lanes + tirx.floormod(expr.a, lanes)
+
+
+def _split_block_divisions(block: s_tir.SBlock) -> s_tir.SBlock:
+    """A ``LANE_DIVISIONS`` block with its divisions split at the vector's lanes; any other block unchanged."""
+    lanes = block.annotations.get(LANE_DIVISIONS)
+    if lanes is None:
+        return block
+    body = tvm_ffi.structural_map(block.body, ((tirx.FloorDiv, tirx.FloorMod),
+                                               lambda e: _split_at_lanes(e, int(lanes))))
+    return s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+                        block.alloc_buffers, block.match_buffers, block.annotations)
+
+
+@tvm.transform.module_pass(opt_level=0, name="tirbench.SplitLaneDivisions")
+def split_lane_divisions(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Rewrite the divisions of every ``LANE_DIVISIONS`` block (see there); a module without one is returned as is."""
+    return tvm_ffi.structural_map(mod, (s_tir.SBlock, _split_block_divisions))
+
+
 def _pipeline_factory():
     default, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("default")
-    return tvm.transform.Sequential([default, zero_fill_int_copies]), finalize_host, finalize_device
+    return (tvm.transform.Sequential([split_lane_divisions, default, zero_fill_int_copies]), finalize_host,
+            finalize_device)
 
 
 tvm.tirx.register_tir_pipeline(PIPELINE, _pipeline_factory)

@@ -11,10 +11,11 @@ are zero filter columns, never stored), and a group's k (9 x 8 = 72 at 8 channel
 
 The fills: where ``tile_k`` divides a group's input channels (16 or 32 channels: ``tile_k`` 16; 32 channels: 32 too),
 every k tile is channels of one kernel tap, so the im2col tile is filled by 16-byte ``cp.async`` copies straight from
-X (zero-filled at the border). Elsewhere a k tile spans taps, and TVM 0.27 cannot prove 8 consecutive k one pixel's
-contiguous channels (it does not reduce floordiv(16 * ko + 8 * t + lane, S * C/G) over the lanes): the fill copies
-elements (synchronous: cp.async has no 2-byte form), made explicit here so that TVM never gathers 8 halves of
-different taps into one vector. The filter's fill is 16-byte copies where a group's output channels come in 8s, else
+X (zero-filled at the border). Elsewhere a k tile spans taps: where a group's channels come in 8s, each 16-byte copy
+is still one pixel's contiguous channels, and ``split_taps`` marks the fill so that TVM's vectorizer sees it (TVM
+0.27 does not reduce floordiv(16 * ko + 8 * t + lane, S * C/G) over the lanes by itself). With fewer channels a
+group (ResNeXt's 4) the fill copies elements (synchronous: cp.async has no 2-byte form), made explicit here so that
+TVM never gathers 8 halves of different taps into one vector. The filter's fill is 16-byte copies where a group's output channels come in 8s, else
 element copies. Compile with ``MMA_ASYNC_CONFIG`` (the conv records' ``CONV_TC_CONFIG``).
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import loop_extent
 from tirbench.schedules.common.tiling import WARP, has_block, split_threads, warps_of
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.conv.implicit_gemm import VECTOR, element_copies, inline_im2col, input_fill_block
+from tirbench.schedules.conv.implicit_gemm import VECTOR, element_copies, inline_im2col, input_fill_block, split_taps
 from tirbench.schedules.conv.simt_gemm import nhwc_grouped_as_gemm, output_copy
 from tirbench.schedules.gemm.tensorcore import gemm_v7_mma
 
@@ -60,7 +61,7 @@ def conv2d_nhwc_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     """The grouped NHWC fp16 convolution as a batched implicit GEMM on ldmatrix + mma.sync m16n8k16 (module
     docstring). ``block_tile``: (output pixels, output channels of a group) a block; ``warp_tile``, ``tile_k``,
     ``stages``, ``raster``, ``prefetch``: as for ``gemm_v7_mma``. Any pixels and group widths (tiles past them are
-    padded); a ``tile_k`` that divides a group's input channels fills the im2col tile 16 bytes at a time."""
+    padded); a group's input channels in 8s fill the im2col tile 16 bytes at a time."""
     cg = conv_block(sch, "NHWC")[1]["c"]   # input channels of a group
     nhwc_grouped_as_gemm(sch)
     blk = sch.get_sblock("conv")
@@ -71,10 +72,11 @@ def conv2d_nhwc_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     warps = warps_of(block_tile, warp_tile)
     vector = next(v for v in (VECTOR, 4, 2, 1) if kg % v == 0)
     _require_epilogue(block_tile[0], min(block_tile[1], kg), warps, vector)
-    if cg % tile_k:
+    if cg % VECTOR:
         element_copies(sch)
     if kg % VECTOR:
         element_copies(sch, _filter_fill_block(sch))
     inline_im2col(sch)
+    split_taps(sch, cg % tile_k != 0 and cg % VECTOR == 0)
     _epilogue(sch, warps, vector)
     return sch

@@ -19,9 +19,10 @@ Input channels the k tile does not divide (the 3-channel ResNet stem, 96-channel
 k is then the plain (row, column, channel) order, GEMM_K = R * S * C, and the GEMM helper pads it up to the k tile
 (``tirbench.schedules.common.padding``): the k bound joins the border predicate of the im2col fill, which zero-fills
 past the last real (row, column, channel), so nothing past C (or past R * S * C) is ever read and no copy of X is
-made. Those fills are element copies (channels that do not come in 8s give no 16-byte copy; ``fill_gathers`` says
-where TVM must be told so), and in the plain order a kernel row's S * C values are contiguous in X, which keeps the
-copies coalesced.
+made. In the plain order a kernel row's S * C values are contiguous in X, which keeps the copies coalesced. Channels
+in 8s still fill 16 bytes at a time: a k tile then spans taps, and ``split_taps`` marks the fill so that TVM's
+vectorizer can see that each 8 channels share a tap (``lowering.LANE_DIVISIONS``). Channels that do not come in 8s
+give no 16-byte copy: those fills are element copies (``fill_gathers`` says where TVM must be told so).
 
 C lives in shared memory: the helper's accumulators are stored there, and the epilogue rounds them to half and
 writes 16-byte rows of Y (the block tile's rows are output pixels, contiguous in NHWC). TVM reuses the pipeline's
@@ -129,14 +130,15 @@ def input_fill_block(sch: s_tir.Schedule) -> s_tir.SBlockRV:
 
 
 def finish_implicit_gemm(sch: s_tir.Schedule, *, warps: Warps, vector: int = VECTOR,
-                         gathers: bool = False) -> s_tir.Schedule:
+                         gathers: bool = False, taps: bool = False) -> s_tir.Schedule:
     """After a GEMM helper: ``inline_im2col``, and write the block tile of C (shared) to Y through the epilogue
     (half: 8 values, 16-byte stores; int8: 4 values, 16-byte loads of C), ``warps`` x 32 threads (``warps``: a count,
     or split factors where a design space samples it). ``gathers`` (``fill_gathers``): the im2col fill becomes
-    element copies (``element_copies``)."""
+    element copies (``element_copies``); ``taps`` (``spans_taps``): its k tiles span kernel taps (``split_taps``)."""
     inline_im2col(sch)
     if gathers:
         element_copies(sch)
+    split_taps(sch, taps)
     out = sch.get_sblock("Yacc_reindex")
     sch.reverse_compute_at(out, sch.get_loops(input_fill_block(sch))[0])
     *_, vec = split_threads(sch, sch.fuse(*sch.get_loops(out)[1:]), warps, vector)
@@ -153,6 +155,21 @@ def fill_gathers(sch: s_tir.Schedule, channel_block: int) -> bool:
     = 147) the vectorizer gives up and copies one element at a time by itself."""
     ext = conv_block(sch, "NHWC")[1]
     return channel_block % VECTOR != 0 and ext["r"] * ext["s"] * ext["c"] % VECTOR == 0
+
+
+def spans_taps(sch: s_tir.Schedule, channel_block: int, tile_k: int) -> bool:
+    """Whether the im2col fill of the NHWC convolution in ``sch`` (before ``conv2d_as_gemm``) has k tiles that span
+    kernel taps in runs of 8 channels: a window of several taps, and a ``channel_block`` in 8s that ``tile_k`` does
+    not divide (Inception's 80 channels in k tiles of 64). ``split_taps`` keeps that fill's 16-byte copies."""
+    ext = conv_block(sch, "NHWC")[1]
+    return ext["r"] * ext["s"] > 1 and channel_block % tile_k != 0 and channel_block % VECTOR == 0
+
+
+def split_taps(sch: s_tir.Schedule, on: bool) -> None:
+    """With ``on`` (``spans_taps``): mark the im2col fill so its tap and channel divisions are split at its 16-byte
+    copies (``lowering.LANE_DIVISIONS``); without it TVM copies that fill one element at a time."""
+    if on:
+        sch.annotate(input_fill_block(sch), lowering.LANE_DIVISIONS, VECTOR)
 
 
 def element_copies(sch: s_tir.Schedule, fill: s_tir.SBlockRV | None = None) -> None:
@@ -196,13 +213,13 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     Any input channels C: ``channel_block`` (default) is 64 where 64 divides C, else C, with GEMM_K = R * S * C
     zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C."""
     channel_block = default_channel_block(sch, 64, channel_block)
-    gathers = fill_gathers(sch, channel_block)
+    gathers, taps = fill_gathers(sch, channel_block), spans_taps(sch, channel_block, 64)
     conv2d_as_gemm(sch, channel_block=channel_block)
     warps = block_tile[0] // 16
     _require_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
                   block="conv")
-    return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
+    return finish_implicit_gemm(sch, warps=warps, gathers=gathers, taps=taps)
 
 
 def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -216,14 +233,14 @@ def conv2d_nhwc_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 
     divide C. A ``tile_k`` of 16 divides every C that comes in 16s (48, 80, 144), whose k tiles of 32 or 64 would
     fill one element at a time. ``l1_fill``: the im2col fills cache in L1 (``fill_through_l1``)."""
     channel_block = default_channel_block(sch, tile_k, channel_block)
-    gathers = fill_gathers(sch, channel_block)
+    gathers, taps = fill_gathers(sch, channel_block), spans_taps(sch, channel_block, tile_k)
     conv2d_as_gemm(sch, channel_block=channel_block)
     warps = warps_of(block_tile, warp_tile)
     _require_epilogue(block_tile, warps)
     gemm_v7_mma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, stages=stages, raster=raster,
                 prefetch=prefetch, block="conv")
     fill_through_l1(sch, l1_fill)
-    return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
+    return finish_implicit_gemm(sch, warps=warps, gathers=gathers, taps=taps)
 
 
 def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128),
@@ -232,9 +249,9 @@ def conv2d_nhwc_wmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128,
     """The implicit GEMM on wmma 16x16x16 fragments: ``gemm_v6_wmma`` on the reindexed convolution (synchronous
     copies through registers, no cp.async: the Turing (sm_75) family). Any input channels C, as ``conv2d_nhwc_mma``."""
     channel_block = default_channel_block(sch, tile_k, channel_block)
-    gathers = fill_gathers(sch, channel_block)
+    gathers, taps = fill_gathers(sch, channel_block), spans_taps(sch, channel_block, tile_k)
     conv2d_as_gemm(sch, channel_block=channel_block)
     warps = warps_of(block_tile, warp_tile)
     _require_epilogue(block_tile, warps)
     gemm_v6_wmma(sch, block_tile=block_tile, warp_tile=warp_tile, tile_k=tile_k, block="conv")
-    return finish_implicit_gemm(sch, warps=warps, gathers=gathers)
+    return finish_implicit_gemm(sch, warps=warps, gathers=gathers, taps=taps)

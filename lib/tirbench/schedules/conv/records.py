@@ -246,7 +246,7 @@ NHWC_WGMMA = KernelRecord(
 #: ... and on mma.sync, down to 32-row tiles for GEMM_M with no divisor that is a multiple of 64; 64 and 32 columns
 #: for layers of few output channels (Inception's 32, MobileNetV2's 16: int8's tiles there), 256 x 64 with the im2col
 #: fill through L1; and k tiles of 16, which divide the channels of layers whose channels come in 16s but not in 32s
-#: or 64s (48, 80, 144): a k tile that does not divide them fills one element at a time (``rules.vector_fill``).
+#: or 64s (48, 80, 144), so that each k tile is one kernel tap.
 NHWC_MMA = KernelRecord(
     "nhwc_mma", conv2d_nhwc_mma, {"block_tile": (128, 128), "warp_tile": (64, 64), "tile_k": 32, "stages": 3},
     FP16_NHWC_ANY_WINDOW, CONV_TC_CONFIG, candidates=(

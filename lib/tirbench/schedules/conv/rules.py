@@ -31,9 +31,8 @@ candidates ranked by a cost model of the GPU (its SM count ``SMS``, from ``core.
 - float16 NHWC: the implicit GEMM on wgmma, warp-specialized with TMA filter tiles, and on mma.sync
   (``NHWC_WGMMA``, ``NHWC_TMA_WS``, ``NHWC_MMA``), and for 1x1 layers of stride 1 v9's GEMM with both tiles by TMA
   (``NHWC_1X1_TMA``): tiles ranked by how evenly their blocks fill the last wave and how little of them is
-  padding, after those whose im2col fill copies 16 bytes at a time (``vector_fill``: a k tile that divides the
-  channels; mma.sync's k tiles of 16 for channels in 16s). Where none of them builds (Turing, sm_75): on wmma
-  fragments (``NHWC_WMMA``).
+  padding (channels in 8s fill the im2col tile 16 bytes at a time in any k tile: ``implicit_gemm.split_taps``).
+  Where none of them builds (Turing, sm_75): on wmma fragments (``NHWC_WMMA``).
 - int8 NC/32HW32: the same on the integer wgmma and mma.sync (``INT8_WGMMA``, ``INT8_MMA``); where the channels
   fill whole 128-channel k tiles, also the layer with its filter stored (K, R, S, C) (``int8_forms``) on the
   warp-specialized kernel, both tiles' loads off the consumers and the filter's by TMA (``INT8_TMA_WS``); where it
@@ -65,7 +64,6 @@ from tirbench.schedules.conv.records import (DEPTHWISE_NCHW, DEPTHWISE_NHWC, GRO
                                              NHWC_TMA_WS, NHWC_WGMMA, SM75_HWCN, SM75_NCHW_GEMM, SM75_NCHW_GROUPED_GEMM,
                                              SM75_NHWC_GEMM, SM75_NHWC_GROUPED_GEMM, SM75_WINOGRAD,
                                              TENSOR_CORE_TURING, WINOGRAD)
-from tirbench.schedules.conv.implicit_gemm import VECTOR
 from tirbench.schedules.conv.tma_ws import epilogue_ops
 from tirbench.workloads.base import Workload
 from tirbench.workloads.conv_geometry import geometry_of, output_size
@@ -86,10 +84,6 @@ ALL_CONV = (DEPTHWISE_NCHW, DEPTHWISE_NHWC, INT8_DEPTHWISE, GROUPED_NCHW_STENCIL
 SMS = current_gpu().sm_count
 #: Candidates kept per family.
 KEEP = 4
-#: The fp16 NHWC tensor-core implicit GEMMs whose im2col tile is filled from X by k tiles (``vector_fill``).
-IM2COL_FAMILIES = (NHWC_WGMMA, NHWC_MMA, NHWC_TMA_WS, *TENSOR_CORE_TURING, NHWC_GROUPED_MMA)
-#: The k tile of the fp16 wgmma families (``conv2d_nhwc_wgmma``, ``conv.tma_ws``: a 128-byte swizzled row of halves).
-WGMMA_TILE_K = 64
 #: Static shared memory a SIMT kernel may use per block (bytes).
 SHARED_LIMIT = 48 * 1024
 #: Most threads a split-K block may have; most multiply-adds in its unrolled step body (``step`` x R x S x
@@ -228,35 +222,18 @@ def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
     return tuple(cand.get("block_tile", record.defaults["block_tile"]))
 
 
-def vector_fill(wl: Workload, record: KernelRecord, cand: Mapping[str, Any]) -> bool:
-    """Whether the im2col fill of an fp16 NHWC tensor-core implicit GEMM (``IM2COL_FAMILIES``) copies 16 bytes at a
-    time with ``record``'s ``cand``: a 1x1 window, or a k tile (the candidate's ``tile_k``; wgmma's 64) that divides
-    the channels (a group's, in a grouped layer). Otherwise a k tile spans two kernel taps and TVM's vectorizer cannot
-    see 8 contiguous channels: 2-byte synchronous loads (Inception's 80-channel 3x3 in k tiles of 64: 4.3x slower than
-    cuDNN; in k tiles of 16, 16-byte cp.async copies). Channels that do not come in 8s copy elements with every tile,
-    and other families have no such fill: True."""
-    if record not in IM2COL_FAMILIES:
-        return True
-    z = wl.sizes
-    channels = z["c"] // geometry_of(wl).groups
-    if channels % VECTOR:
-        return True
-    return z["r"] * z["s"] == 1 or channels % record.params(cand).get("tile_k", WGMMA_TILE_K) == 0
-
-
 def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *, view: GemmView | None = None,
                  score: Callable[[int, int], float] | None = None) -> tuple[Mapping[str, Any], ...]:
-    """The ``keep`` best of ``record``'s recorded candidates that take ``wl`` (schedule without a ValueError), those
-    whose im2col fill copies whole vectors first (``vector_fill``), then best first by ``score(bm, bn)`` of their
-    block tile (default: ``view.fill`` to two decimals, ``view`` by default ``gemm_view(wl)``, rows = output pixels;
+    """The ``keep`` best of ``record``'s recorded candidates that take ``wl`` (schedule without a ValueError), best
+    first by ``score(bm, bn)`` of their block tile (default: ``view.fill`` to two decimals, ``view`` by default ``gemm_view(wl)``, rows = output pixels;
     ties: the larger tile)."""
     if score is None:
         view = view or gemm_view(wl)
         score = lambda bm, bn: round(view.fill(bm, bn), 2)   # noqa: E731
 
-    def key(cand: Mapping[str, Any]) -> tuple[bool, float, int]:
+    def key(cand: Mapping[str, Any]) -> tuple[float, int]:
         bm, bn = _tile(cand, record)
-        return (not vector_fill(wl, record, cand), -score(bm, bn), -bm * bn)
+        return (-score(bm, bn), -bm * bn)
 
     taken = []
     for cand in sorted(record.candidates, key=key):
