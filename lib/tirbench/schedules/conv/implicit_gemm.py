@@ -206,12 +206,14 @@ def _require_epilogue(block_tile: tuple[int, int], warps: int, vector: int = VEC
 
 
 def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 128), stages: int = 4,
-                      raster: int = 1, overlap: bool = False, channel_block: int | None = None) -> s_tir.Schedule:
+                      raster: int = 1, overlap: bool = False, channel_block: int | None = None,
+                      l1_fill: bool = False) -> s_tir.Schedule:
     """The implicit GEMM on Hopper's warpgroup MMA: ``gemm_v8_wgmma`` (128-byte swizzled shared tiles of k = 64,
     a ``stages``-deep cp.async pipeline, one wgmma group per k tile) on the reindexed convolution.
 
     Any input channels C: ``channel_block`` (default) is 64 where 64 divides C, else C, with GEMM_K = R * S * C
-    zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C."""
+    zero-padded up to the k tile in the im2col fill (see the module docstring); an explicit one must divide C.
+    ``l1_fill``: the im2col fills cache in L1 (``fill_through_l1``)."""
     channel_block = default_channel_block(sch, 64, channel_block)
     gathers, taps = fill_gathers(sch, channel_block), spans_taps(sch, channel_block, 64)
     conv2d_as_gemm(sch, channel_block=channel_block)
@@ -219,6 +221,7 @@ def conv2d_nhwc_wgmma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128
     _require_epilogue(block_tile, warps)
     gemm_v8_wgmma(sch, block_tile=block_tile, tile_k=64, stages=stages, raster=raster, overlap=overlap,
                   block="conv")
+    fill_through_l1(sch, l1_fill)
     return finish_implicit_gemm(sch, warps=warps, gathers=gathers, taps=taps)
 
 
