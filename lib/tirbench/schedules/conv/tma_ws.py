@@ -19,7 +19,9 @@ channel (K), k = (kernel row, kernel column, 64-channel block). Per k tile:
 - **A by TMA** (``a_by_tma``, ``NHWC_1X1_TMA``): where the layer is 1x1 with stride 1 and no padding, the im2col
   matrix is the input itself, X viewed as a row-major [N*H*W, C] matrix: the A tile then comes by TMA too, one copy
   beside B's on the same ``arrive.expect_tx`` (rows past the last pixel are zero-filled by the TMA unit), and the
-  kernel is v9's GEMM with a half C.
+  kernel is v9's GEMM with a half C, whose edges the TMA unit handles as v9's: any C and K in 8s (MobileNetV2's 16
+  and 24 channels, Inception's 80 output channels), the k tile past C and the columns past K zero-filled, and the
+  columns past K never stored.
 
 The kernel is composed from the pieces it shares with v9 (``gemm.warp_specialized``): the shared-memory ring and
 its barriers (``smem_ring``), the consumers' main loop (``consumer_mainloop``, with a proxy fence before their wgmma
@@ -29,8 +31,8 @@ any N, H, W: GEMM_M need not divide the tile) and by TMA (``tma_store_epilogue``
 (``tma_producer``); its own piece is the gather producer (``gather_producer``). The int8 NC/32HW32 form
 (``conv2d_int8_tma_ws``) differs from the fp16 NHWC one in the facts of ``Form`` (element and accumulator types,
 channels per k tile), the tensors' shapes (``tensor_shapes``), how the filter's k tiles arrive (``filter_loader``)
-and the requantizing epilogue (``output_writer``). C must be a multiple of the k tile and K of the block's columns
-(one-line errors).
+and the requantizing epilogue (``output_writer``). Where the producer gathers A, C must be a multiple of the k tile
+and K of the block's columns (one-line errors).
 """
 from __future__ import annotations
 
@@ -113,10 +115,15 @@ def require_conv_ws(geom: dict[str, int], *, block_tile: tuple[int, int], stages
         raise ValueError(f"a_by_tma: the input is the im2col matrix only for a 1x1 layer of stride 1 without "
                          f"padding, not {geom['r']}x{geom['s']} stride {geom['stride']} pad {geom['pad']}")
     form = FORMS[dtype]
+    m = geom["n"] * geom["oh"] * geom["ow"]
+    if a_by_tma:  # v9's GEMM of [N*H*W, C] @ [C, K], its edges (C, K past the tiles) zero-filled by the TMA unit
+        require_v9(m, geom["k"], geom["c"], "float16", block_tile=block_tile, stages=stages, consumers=consumers,
+                   persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store,
+                   tma_edges=True)
+        return
     require_divides(geom["c"], form.tile_c, param="the k tile (channels)", axis="c (input channels)")
     if lanes not in (1, 2, 4, 8):
         raise ValueError(f"lanes={lanes}: the producer threads sharing an im2col row must be 1, 2, 4 or 8")
-    m = geom["n"] * geom["oh"] * geom["ow"]
     m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
     k_halves = geom["r"] * geom["s"] * geom["c"] // form.tile_c * TILE_K  # the GEMM's k in 2-byte units
     require_v9(m_padded, geom["k"], k_halves, "float16", block_tile=block_tile, stages=stages, consumers=consumers,
@@ -312,8 +319,8 @@ def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, i
     n, h, w, c, k, r, s, oh, ow = (geom[a] for a in ("n", "h", "w", "c", "k", "r", "s", "oh", "ow"))
     bm, bn = block_tile
     m = n * oh * ow
-    k_tiles, m_tiles = r * s * (c // form.tile_c), -(-m // bm)
-    tiles = m_tiles * (k // bn)
+    k_tiles, m_tiles = r * s * -(-c // form.tile_c), -(-m // bm)  # a_by_tma: C's last k tile zero-filled past C
+    tiles = m_tiles * -(-k // bn)  # a_by_tma: the TMA store writes nothing past K
     grid = persistent_ctas or tiles
     rounds = -(-tiles // grid)
     tensors = tensor_shapes(geom, form, krsc)
@@ -321,7 +328,7 @@ def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, i
     consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=bm * 128, b_bytes=bn * 128,
                                 proxy_fence=not a_by_tma, dtype=dtype)
     produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
-                           k_tiles=k_tiles)  # a_by_tma
+                           k_tiles=k_tiles, b_panels=k % TILE_K != 0)  # a_by_tma
     load_b, b_by_tma = filter_loader(geom, form, krsc=krsc, bn=bn, lanes=lanes, l1_gather=l1_gather)
     gather = gather_producer(geom, form, tensors, load_b, block_tile=block_tile, stages=stages, tiles=tiles,
                              grid=grid, lanes=lanes, l1_gather=l1_gather)
