@@ -91,6 +91,25 @@ def test_the_tma_store_epilogue_stages_y_in_shared_memory_and_overlaps_the_next_
     assert "*(half2*)(Y_ptr" in plain and "bulk_group" not in plain
 
 
+@pytest.mark.parametrize("c, k", [(16, 96), (24, 144), (64, 80)])
+def test_a_1x1_layer_of_channels_in_8s_takes_v9s_tma_edges(c, k):
+    """MobileNetV2's 16 and 24 channels, Inception's 80 output channels: one k tile zero-filled past C by the TMA unit,
+    the last block column stored only up to K, and nvcc takes it for sm_90a."""
+    src = device_source(NHWC_1X1_TMA.apply(_fp16(32, c, 56, 56, k, 1, 1, 1, 0), {"block_tile": (128, 128),
+                                                                                 "stages": 6}))
+    kernel = src[src.index('extern "C" __global__'):]
+    assert kernel.splitlines()[0].count("const __grid_constant__ CUtensorMap") == 3
+    assert "Y_ptr[" not in kernel
+    if shutil.which("nvcc"):
+        assert "0 bytes spill stores" in " ".join(nvcc_report(src, "sm_90a"))
+
+
+def test_a_1x1_layer_whose_channels_a_tensor_map_cannot_stride_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="k=12: TMA reads A .* must be a multiple of 8") as err:
+        NHWC_1X1_TMA.apply(_fp16(2, 12, 14, 14, 64, 1, 1, 1, 0))
+    assert "\n" not in str(err.value)
+
+
 @pytest.fixture(scope="module")
 def krsc_source() -> str:
     """The same layer with its filter stored (K, R, S, C): the rules' int8 form for the warp-specialized kernel."""

@@ -116,15 +116,15 @@ def require_conv_ws(geom: dict[str, int], *, block_tile: tuple[int, int], stages
                          f"padding, not {geom['r']}x{geom['s']} stride {geom['stride']} pad {geom['pad']}")
     form = FORMS[dtype]
     m = geom["n"] * geom["oh"] * geom["ow"]
+    m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
     if a_by_tma:  # v9's GEMM of [N*H*W, C] @ [C, K], its edges (C, K past the tiles) zero-filled by the TMA unit
-        require_v9(m, geom["k"], geom["c"], "float16", block_tile=block_tile, stages=stages, consumers=consumers,
-                   persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store,
-                   tma_edges=True)
+        require_v9(m_padded, geom["k"], geom["c"], "float16", block_tile=block_tile, stages=stages,
+                   consumers=consumers, persistent_ctas=persistent_ctas, n_axis="k (output channels)",
+                   tma_store=tma_store, tma_edges=True)
         return
     require_divides(geom["c"], form.tile_c, param="the k tile (channels)", axis="c (input channels)")
     if lanes not in (1, 2, 4, 8):
         raise ValueError(f"lanes={lanes}: the producer threads sharing an im2col row must be 1, 2, 4 or 8")
-    m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
     k_halves = geom["r"] * geom["s"] * geom["c"] // form.tile_c * TILE_K  # the GEMM's k in 2-byte units
     require_v9(m_padded, geom["k"], k_halves, "float16", block_tile=block_tile, stages=stages, consumers=consumers,
                persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store)
