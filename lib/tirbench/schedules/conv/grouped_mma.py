@@ -16,7 +16,8 @@ is still one pixel's contiguous channels, and ``split_taps`` marks the fill so t
 0.27 does not reduce floordiv(16 * ko + 8 * t + lane, S * C/G) over the lanes by itself). With fewer channels a
 group (ResNeXt's 4) the fill copies elements (synchronous: cp.async has no 2-byte form), made explicit here so that
 TVM never gathers 8 halves of different taps into one vector. The filter's fill is 16-byte copies where a group's
-output channels come in 8s, else element copies. Compile with ``MMA_ASYNC_CONFIG`` (the conv records' ``CONV_TC_CONFIG``).
+output channels come in 8s, else element copies. Compile with ``MMA_ASYNC_CONFIG`` (the conv records'
+``CONV_TC_CONFIG``).
 """
 from __future__ import annotations
 
