@@ -91,9 +91,9 @@ def test_the_tma_store_epilogue_stages_y_in_shared_memory_and_overlaps_the_next_
     assert "*(half2*)(Y_ptr" in plain and "bulk_group" not in plain
 
 
-@pytest.mark.parametrize("c, k", [(16, 96), (24, 144), (64, 80)])
+@pytest.mark.parametrize("c, k", [(16, 96), (64, 80)])
 def test_a_1x1_layer_of_channels_in_8s_takes_v9s_tma_edges(c, k):
-    """MobileNetV2's 16 and 24 channels, Inception's 80 output channels: one k tile zero-filled past C by the TMA unit,
+    """MobileNetV2's 16 channels, Inception's 80 output channels: one k tile zero-filled past C by the TMA unit,
     the last block column stored only up to K, and nvcc takes it for sm_90a."""
     src = device_source(NHWC_1X1_TMA.apply(_fp16(32, c, 56, 56, k, 1, 1, 1, 0), {"block_tile": (128, 128),
                                                                                  "stages": 6}))
