@@ -276,7 +276,8 @@ NHWC_TMA_WS = KernelRecord(
         {"block_tile": (128, 64), "stages": 8},
     ), needs=("cp_async", "mbarrier", "tma", "setmaxnreg", "wgmma"))
 #: The 1x1 layers of stride 1 without padding, whose input is their im2col matrix: ``conv2d_nhwc_tma_ws`` with A by
-#: TMA too (``a_by_tma``), i.e. v9's GEMM (N*H*W x C) @ (C x K) with a half C; v9's tiles, persistent or not.
+#: TMA too (``a_by_tma``), i.e. v9's GEMM (N*H*W x C) @ (C x K) with a half C, any C and K in 8s (the TMA unit handles
+#: the edges); v9's tiles, persistent or not.
 NHWC_1X1_TMA = KernelRecord(
     "nhwc_1x1_tma", conv2d_nhwc_tma_ws,
     {"block_tile": (128, 256), "stages": 4, "consumers": 2, "persistent_ctas": 132, "a_by_tma": True,

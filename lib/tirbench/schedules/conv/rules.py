@@ -225,8 +225,8 @@ def _tile(cand: Mapping[str, Any], record: KernelRecord) -> tuple[int, int]:
 def ranked_tiles(wl: Workload, record: KernelRecord, keep: int = KEEP, *, view: GemmView | None = None,
                  score: Callable[[int, int], float] | None = None) -> tuple[Mapping[str, Any], ...]:
     """The ``keep`` best of ``record``'s recorded candidates that take ``wl`` (schedule without a ValueError), best
-    first by ``score(bm, bn)`` of their block tile (default: ``view.fill`` to two decimals, ``view`` by default ``gemm_view(wl)``, rows = output pixels;
-    ties: the larger tile)."""
+    first by ``score(bm, bn)`` of their block tile (default: ``view.fill`` to two decimals, ``view`` by default
+    ``gemm_view(wl)``, rows = output pixels; ties: the larger tile)."""
     if score is None:
         view = view or gemm_view(wl)
         score = lambda bm, bn: round(view.fill(bm, bn), 2)   # noqa: E731
