@@ -1,6 +1,6 @@
 """#42 diagnosis: Inception-v3's fp16 layers whose GEMM has few k tiles (32-96 channels: GEMM_K = 64-864), where the
 implicit GEMMs lose to cuDNN (run ``e73a8e``: the 32-channel 3x3s at 147-149 px 0.53-0.56x, the 80-channel 3x3 at 73
-px 0.66x). Each layer on ``NHWC_WGMMA`` in 128- and 256-row tiles, 2 or 3 stages, im2col fills through L1 or not
+px 0.66x). Each layer on ``NHWC_WGMMA`` in 128- and 256-row tiles, 2 to 4 stages, im2col fills through L1 or not
 (``l1_fill``: a tap's neighbours in its kernel row read the same pixels shifted by one), and on ``NHWC_MMA``'s
 L1-filling tile; built with the record's PassContext config, verified, timed (L2 flushed) beside cuDNN's
 faster layout, in one process. Run from the repository root:
@@ -15,7 +15,7 @@ from tirbench.workloads import conv2d
 
 LAYERS = [(32, 149, 32, 0), (32, 147, 64, 1), (80, 73, 192, 0), (96, 35, 96, 1)]   # (C, H = W, K, pad), 3x3
 WGMMA = [{"block_tile": bt, "stages": st, **({"l1_fill": True} if l1 else {})}
-         for bt in ((128, 64), (256, 64)) for st in (2, 3) for l1 in (False, True)]
+         for bt in ((128, 64), (256, 64)) for st in (2, 3, 4) for l1 in (False, True)]
 MMA = [{"block_tile": (256, 64), "warp_tile": (64, 64), "tile_k": 32, "stages": 3, "l1_fill": True}]
 
 if __name__ == "__main__":
