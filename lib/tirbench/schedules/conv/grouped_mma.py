@@ -26,7 +26,8 @@ from tvm import s_tir
 from tirbench.schedules.common.checks import loop_extent
 from tirbench.schedules.common.tiling import WARP, has_block, split_threads, warps_of
 from tirbench.schedules.conv.direct import conv_block
-from tirbench.schedules.conv.implicit_gemm import VECTOR, element_copies, inline_im2col, input_fill_block, split_taps
+from tirbench.schedules.conv.implicit_gemm import (VECTOR, element_copies, inline_im2col, input_fill_block,
+                                                   spans_taps, split_taps)
 from tirbench.schedules.conv.simt_gemm import nhwc_grouped_as_gemm, output_copy
 from tirbench.schedules.gemm.tensorcore import gemm_v7_mma
 
@@ -64,6 +65,7 @@ def conv2d_nhwc_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     ``stages``, ``raster``, ``prefetch``: as for ``gemm_v7_mma``. Any pixels and group widths (tiles past them are
     padded); a group's input channels in 8s fill the im2col tile 16 bytes at a time."""
     cg = conv_block(sch, "NHWC")[1]["c"]   # input channels of a group
+    taps = spans_taps(sch, cg, tile_k)
     nhwc_grouped_as_gemm(sch)
     blk = sch.get_sblock("conv")
     sch.set_scope(blk, 0, "shared.dyn")
@@ -78,6 +80,6 @@ def conv2d_nhwc_grouped_mma(sch: s_tir.Schedule, *, block_tile: tuple[int, int] 
     if kg % VECTOR:
         element_copies(sch, _filter_fill_block(sch))
     inline_im2col(sch)
-    split_taps(sch, cg % tile_k != 0 and cg % VECTOR == 0)
+    split_taps(sch, taps)
     _epilogue(sch, warps, vector)
     return sch
