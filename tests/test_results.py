@@ -68,6 +68,26 @@ def test_prune_drops_only_runs_whose_every_row_was_measured_again(tmp_path):
     assert prune_superseded(path) == 0 and prune_superseded(tmp_path / "none.csv") == 0
 
 
+def test_prune_by_shape_drops_a_kept_runs_layers_measured_again_whole(tmp_path):
+    """Notebook 10's pruning: r1 measured layers A, B and C (int8 rules, cuDNN fp16), r2 (the latest) A again whole
+    and B's cuDNN only. r1 stays (it holds B's and C's newest rows) less its layer A; B keeps both rows (its int8 row
+    compares with r1's own cuDNN); run-level pruning keeps all."""
+    path = tmp_path / "results.csv"
+    old, new = "2026-11-21T00:00:00+00:00", "2026-11-22T00:00:00+00:00"
+    layer = lambda run, day, shape: [row(run, day, shape=shape, dtype="int8", variant="rules"),   # noqa: E731
+                                     row(run, day, shape=shape, dtype="float16", variant="cudnn", provider="cudnn")]
+    append_rows(path, [*layer("r1", old, "A"), *layer("r1", old, "B"), *layer("r1", old, "C"), *layer("r2", new, "A"),
+                       layer("r2", new, "B")[1]])
+    before = path.read_text().splitlines(keepends=True)
+    assert prune_superseded(path) == 0
+    assert prune_superseded(path, by_shape=True) == 2
+    assert path.read_text() == "".join(line for line in before if not line.startswith("r1,") or ",A," not in line)
+    df = read_results(path)
+    assert list(zip(df["run_id"], df["shape"])) == [("r1", "B")] * 2 + [("r1", "C")] * 2 + [("r2", "A")] * 2 + \
+        [("r2", "B")]
+    assert prune_superseded(path, by_shape=True) == 0
+
+
 def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     path = tmp_path / "results.csv"
     append_rows(path, [row()])

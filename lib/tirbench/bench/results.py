@@ -1,5 +1,6 @@
 """The results CSV: its columns, an atomic appender, strict readers for the latest run, and the pruning of runs that
-later runs have measured again (git history keeps them; the clone stays small).
+later runs have measured again, or of their layers where a notebook reads each layer from its latest run (git history
+keeps them; the clone stays small).
 
 Columns added after files were written (``ADDED_COLUMNS``) come last: a file written before one was added has a
 header without it, is read with it empty, and gets it (an empty field on each of its old rows, every other byte
@@ -253,15 +254,38 @@ def needed_runs(df: pd.DataFrame) -> set[str]:
     return set(ordered.drop_duplicates(ROW_KEY, keep="last")["run_id"]) | set(recent)
 
 
-def prune_superseded(path: Path) -> int:
-    """Drop from the results CSV at ``path`` (atomically, every other line byte for byte) the runs that
-    ``needed_runs`` does not keep: each of their rows was measured again by a later run. Returns the rows dropped."""
+#: What a run measured of one layer or shape (``prune_superseded(..., by_shape=True)``).
+SHAPE_KEY = ["gpu", "arch", "workload", "shape"]
+
+
+def kept_rows(df: pd.DataFrame, by_shape: bool = False) -> pd.Series:
+    """Which rows of ``df`` to keep: those of the runs ``needed_runs`` keeps; ``by_shape`` (a notebook that reads each
+    layer from its latest run, as notebook 10 its networks): less a kept run's rows of a ``SHAPE_KEY`` group that
+    later rows of the same ``ROW_KEY`` supersede one and all (every dtype, variant and provider, so what is left keeps
+    its ratios within one run), except in the ``KEEP_RUNS`` most recent runs."""
+    if df.empty:
+        return pd.Series(dtype=bool)
+    keep = df["run_id"].isin(needed_runs(df))
+    if not by_shape:
+        return keep
+    ordered = df.sort_values("timestamp", kind="stable")
+    recent = ordered.drop_duplicates("run_id", keep="last")["run_id"].iloc[-KEEP_RUNS:]
+    superseded = ordered.duplicated(ROW_KEY, keep="last").reindex(df.index)
+    whole = superseded.groupby([df["run_id"], *(df[c] for c in SHAPE_KEY)], dropna=False).transform("all")
+    return keep & (df["run_id"].isin(recent) | ~whole)
+
+
+def prune_superseded(path: Path, by_shape: bool = False) -> int:
+    """Drop from the results CSV at ``path`` (atomically, every other line byte for byte) the rows ``kept_rows``
+    does not keep: each was measured again by a later run. Returns the rows dropped."""
     path = Path(path)
     df = read_results(path)
-    keep = needed_runs(df)
-    if set(df["run_id"]) <= keep:
+    keep = kept_rows(df, by_shape)
+    if keep.all():
         return 0
     header, *lines = path.read_text().splitlines(keepends=True)
-    kept = [line for line in lines if line.split(",", 1)[0] in keep]
+    if len(lines) != len(df):
+        raise OneLineError(f"{path}: {len(lines)} lines but {len(df)} rows; not pruned")
+    kept = [line for line, ok in zip(lines, keep) if ok]
     write_atomic(path, "".join([header, *kept]).encode())
     return len(lines) - len(kept)

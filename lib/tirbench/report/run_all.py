@@ -53,6 +53,7 @@ from nbconvert import HTMLExporter
 from traitlets.config import Config
 
 from tirbench.bench import results
+from tirbench.bench.networks import NOTEBOOK as NETWORKS_NOTEBOOK
 from tirbench.bench.params import narrowing
 from tirbench.bench.session import STAGE_ENV
 from tirbench.core.atomic import write_atomic
@@ -158,7 +159,8 @@ def render_report(executed: Path, reports: Path) -> str:
 
 def move_staged(staged: Path, out: Path, root: Path, figures: bool = True) -> list[str]:
     """Append each staged ``<notebook>/results.csv`` to ``root/results/`` (atomically; then the runs measured again
-    since are pruned, ``results.prune_superseded``) and move every other staged file to ``out`` (with ``figures``
+    since are pruned, ``results.prune_superseded``, and notebook 10's layers measured again, whose tables take each
+    network from its latest run) and move every other staged file to ``out`` (with ``figures``
     off, the other CSVs only); returns what moved, in words."""
     moved, counts = [], [0, 0]   # figures, other CSVs
     for path in sorted(p for p in staged.rglob("*") if p.is_file()):
@@ -168,7 +170,7 @@ def move_staged(staged: Path, out: Path, root: Path, figures: bool = True) -> li
         if rel.name == "results.csv":
             rows = [dict(r, verified=r["verified"] == "True") for r in csv.DictReader(io.StringIO(path.read_text()))]
             n = results.append_rows(root / "results" / rel, rows)
-            pruned = results.prune_superseded(root / "results" / rel)
+            pruned = results.prune_superseded(root / "results" / rel, by_shape=rel.parent.name == NETWORKS_NOTEBOOK)
             dropped = f"; {pruned} older row{'s' if pruned != 1 else ''} measured again since dropped, git history " \
                       "keeps them" if pruned else ""
             moved.append(f"{n} rows ({Path('results') / rel}{dropped})")
