@@ -159,9 +159,9 @@ def render_report(executed: Path, reports: Path) -> str:
 
 def move_staged(staged: Path, out: Path, root: Path, figures: bool = True) -> list[str]:
     """Append each staged ``<notebook>/results.csv`` to ``root/results/`` (atomically; then the runs measured again
-    since are pruned, ``results.prune_superseded``, and notebook 10's layers measured again, whose tables take each
-    network from its latest run) and move every other staged file to ``out`` (with ``figures``
-    off, the other CSVs only); returns what moved, in words."""
+    since are pruned, ``results.prune_superseded``, and in notebook 10's, whose tables take each network from its
+    latest run, the layers measured again) and move every other staged file to ``out`` (with ``figures`` off, the
+    other CSVs only); returns what moved, in words."""
     moved, counts = [], [0, 0]   # figures, other CSVs
     for path in sorted(p for p in staged.rglob("*") if p.is_file()):
         rel = path.relative_to(staged)
