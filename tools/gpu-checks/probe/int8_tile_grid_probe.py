@@ -1,8 +1,9 @@
 """#42 diagnosis: the int8 layers that lose most to cuDNN fp16 in run ``0b4d3a`` (the 1x1 layers of ResNet-50 and
 ResNeXt-50 at 0.78-0.81x, Inception's 2048->320 at 8x8 at 0.60x, 3x3s at 0.69-0.80x), each on a wide grid of
 ``INT8_MMA`` and ``INT8_WGMMA`` tilings (nine and six block tiles, k tiles of 32 to 128, L1 fills or not, 3 or 4
-wgmma stages: 90 a layer, not only the families' recorded candidates), beside cuDNN fp16's faster layout, every kernel verified (bit-exact) and timed (L2 flushed) in
-one process; the fastest few per layer are printed. Run from the repository root:
+wgmma stages: 90 a layer, not only the families' recorded candidates), beside cuDNN fp16's faster layout, every
+kernel verified (bit-exact) and timed (L2 flushed) in one process; the fastest few per layer are printed. Run from the
+repository root:
     . /opt/gpukit/env.sh && PYTHONPATH=lib python3 tools/gpu-checks/probe/int8_tile_grid_probe.py
 """
 import itertools
