@@ -1,6 +1,7 @@
 """The warp-specialized convolutions (``schedules.conv.tma_ws``) on the CPU: the geometry they read from the
 workload, the CUDA they generate for sm_90a (TMA filter tiles and mbarriers for fp16, the producer's zero-filling
-cp.async gather signalling the same barriers, wgmma, no spills with nvcc; a 1x1 layer with both tiles by TMA),
+cp.async gather signalling the same barriers, wgmma, no spills with nvcc; a 1x1 layer with both tiles by TMA, fp16
+and int8),
 one-line errors for what they cannot take, their place in the conv rules, and the int8 kernel's CUDA byte for byte
 (``INT8_HASHES``). Numerical checks need the GPU (notebooks 06 to 08 verify every row they time)."""
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import tvm
+import tvm.backend.cuda.tile_primitive.copy_async.tma as tma_plan
 from tvm import s_tir
 
 from tirbench.core.cuda_source import device_source, nvcc_report
@@ -134,10 +136,52 @@ def test_int8_gathers_both_operands_and_requantizes(int8_source):
     assert "Res_ptr" in int8_source and "nearbyintf" in int8_source   # the residual and round-half-even are fused
 
 
+@pytest.fixture(scope="module")
+def int8_one_by_one() -> tuple[str, list]:
+    """An int8 1x1 layer of 64 channels at 14x14, batch 2, its filter stored (K, R, S, C), both tiles by TMA
+    (``a_by_tma``): each image's 196 pixels in two 128-row tiles, the second zero-filled past the image, and one k
+    tile zero-filled past C's two channel groups. Returns its CUDA and the tensor maps TVM planned, in order."""
+    specs, encode = [], tma_plan._get_or_encode_descriptor
+    tma_plan._get_or_encode_descriptor = lambda spec, sctx: specs.append(spec) or encode(spec, sctx)
+    try:
+        wl = conv2d_int8(2, 64, 14, 14, 256, 1, 1, 1, 0, relu=True, filter_layout="KRSC")
+        source = device_source(INT8_TMA_WS.apply(wl, {"block_tile": (128, 256), "a_by_tma": True}))
+    finally:
+        tma_plan._get_or_encode_descriptor = encode
+    return source, specs
+
+
+def test_int8_1x1_loads_a_pixels_128_channels_as_one_4d_box(int8_one_by_one):
+    """X (N, C/32, H, W, 32) viewed as (N, H*W, C/32, 32) with its own strides: the box (32 lanes, 4 groups, 128
+    pixels, 1 image) lands as a [128, 128] tile, a pixel's 128 channels a row, 128-byte swizzled as wgmma reads it.
+    Without the view's layout TVM would plan a map of X read as NHWC, and no error."""
+    source, specs = int8_one_by_one
+    x_map, w_map = ({"dims": [int(d) for d in spec.global_dims], "strides": [int(d) for d in spec.global_strides],
+                     "box": [int(d) for d in spec.box_dims], "swizzle": int(spec.swizzle)} for spec in specs)
+    assert x_map == {"dims": [32, 2, 196, 2], "strides": [196 * 32, 32, 2 * 196 * 32], "box": [32, 4, 128, 1],
+                     "swizzle": 3}
+    assert w_map == {"dims": [64, 256], "strides": [64], "box": [128, 256], "swizzle": 3}   # past C: zeros
+    assert "cp.async.bulk.tensor.4d" in source and "cp.async.mbarrier.arrive" not in source
+    assert re.search(r"mbarrier_init[^;]*\(uint\)1\)", source)   # one TMA thread per stage
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8" in source and "nearbyintf" in source
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: conv2d_int8(2, 64, 14, 14, 256, 1, 1, 1, 0), "a_by_tma: .* filter_layout='KRSC'"),
+    (lambda: conv2d_int8(2, 128, 14, 14, 256, 3, 3, 1, 1, filter_layout="KRSC"), "not 3x3 stride 1 pad 1"),
+])
+def test_int8_1x1_form_refuses_in_one_line(make, message):
+    with pytest.raises(ValueError, match=message) as err:
+        conv2d_int8_tma_ws(s_tir.Schedule(make().mod), a_by_tma=True)
+    assert "\n" not in str(err.value)
+
+
 @needs_nvcc
-@pytest.mark.parametrize("which", ["fp16_source", "int8_source", "krsc_source", "one_by_one_source"])
+@pytest.mark.parametrize("which", ["fp16_source", "int8_source", "krsc_source", "one_by_one_source",
+                                   "int8_one_by_one"])
 def test_no_spills_with_nvcc(request, which):
-    report = " ".join(nvcc_report(request.getfixturevalue(which)))
+    source = request.getfixturevalue(which)
+    report = " ".join(nvcc_report(source[0] if isinstance(source, tuple) else source))
     assert re.search(r"0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", report), report
 
 

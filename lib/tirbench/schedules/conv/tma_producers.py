@@ -1,7 +1,8 @@
 """The producer side of the warp-specialized convolutions (``conv.tma_ws``): the facts that tell their fp16 NHWC and
 int8 NC/32HW32 forms apart (``Form``, ``tensor_shapes``), how the filter's k tiles reach the shared-memory ring
-(``filter_loader``: by TMA, or gathered) and the producer warpgroup's loop that gathers the im2col tiles with
-zero-filling ``cp.async`` (``gather_producer``)."""
+(``filter_loader``: by TMA, or gathered), the producer warpgroup's loop that gathers the im2col tiles with
+zero-filling ``cp.async`` (``gather_producer``), and the int8 1x1 form's producer thread, both tiles by TMA
+(``nchw32_tma_producer``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import NamedTuple
 from tvm import tirx
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
+from tvm.tirx.layout import S, TileLayout
 
 from tirbench.schedules.gemm.warp_specialized import TILE_K
 
@@ -170,3 +172,43 @@ def gather_producer(geom: dict[str, int], form: Form, tensors: Tensors, load_b, 
                     T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(ring.full.ptr_to([st]))
 
     return gather
+
+
+def nchw32_tma_producer(geom: dict[str, int], *, block_tile: tuple[int, int], stages: int, tiles: int, grid: int,
+                        k_tiles: int, m_tiles: int):
+    """The producer thread's loop of the int8 1x1 form (``a_by_tma``, stride 1, no padding), as a TIRx inline
+    function ``produce(A_s, B_s, X, Wt, ring, cta)``: per output tile of block ``cta`` (``m_tiles`` down the pixels,
+    ``m_tiles / N`` an image: a tile never spans two images) and k tile, wait until the stage is empty and issue two
+    TMA copies on its *full* barrier. A: 128 channels of bm pixels of one image, from X viewed as (N, H*W, C/32, 32)
+    with NC/32HW32's strides (a pixel's groups H*W*32 bytes apart): one 4-D box whose rows are a pixel's 128
+    channels, landing in the 128-byte swizzled [bm, 128] tile as a 2-D load would (the view needs its ``layout``:
+    TVM plans the copy from it and ignores ``strides``). B: the K-major [bn, 128] tile of the (K, C) filter. Pixels
+    past the image's H*W and channels past C are zero-filled by the TMA unit."""
+    n, hw, c, k = geom["n"], geom["h"] * geom["w"], geom["c"], geom["k"]
+    bm, bn = block_tile
+    cg, groups = c // LANES, 128 // LANES  # channel groups: the layer's, a k tile's
+    per_image, rounds = m_tiles // n, -(-tiles // grid)
+    view = ((n, hw, cg, LANES), (cg * hw * LANES, LANES, hw * LANES, 1))
+
+    @T.inline
+    def produce(A_s, B_s, X, Wt, ring, cta):
+        Xv = T.decl_buffer(view[0], "int8", data=X.data, strides=view[1], layout=TileLayout(S[view[0]:view[1]]))
+        Wv = T.decl_buffer((k, c), "int8", data=Wt.data)
+        for rnd in T.serial(rounds):
+            tile: T.let = cta + rnd * grid
+            if tile < tiles:
+                img: T.let = tile % m_tiles // per_image
+                p0: T.let = tile % m_tiles % per_image * bm
+                n0: T.let = tile // m_tiles * bn
+                for kt in T.serial(k_tiles):
+                    g: T.let = rnd * k_tiles + kt
+                    st: T.let = g % stages
+                    if g >= stages:
+                        ring.empty.wait(st, (g // stages - 1) % 2)
+                    ring.full.arrive(st, (bm + bn) * 128)
+                    Tx.copy_async(A_s[st, :, :], Xv[img, p0:p0 + bm, kt * groups:kt * groups + groups, 0:LANES],
+                                  dispatch="tma_auto", mbar=ring.full.ptr_to([st]))
+                    Tx.copy_async(B_s[st, :, :], Wv[n0:n0 + bn, kt * 128:kt * 128 + 128], dispatch="tma_auto",
+                                  mbar=ring.full.ptr_to([st]))
+
+    return produce

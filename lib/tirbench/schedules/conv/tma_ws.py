@@ -51,8 +51,8 @@ from tirbench.schedules.gemm.tma_ws import require_v9
 from tirbench.schedules.gemm.warp_specialized import (CONSUMER_REGS, PRODUCER_REGS, TILE_K, consumer_mainloop,
                                                       epilogue_done, register_epilogue, smem_ring, tma_producer,
                                                       tma_store_epilogue)
-from tirbench.schedules.conv.tma_producers import FORMS, LANES, PRODUCERS, Form, filter_loader, gather_producer, \
-    tensor_shapes
+from tirbench.schedules.conv.tma_producers import (FORMS, LANES, PRODUCERS, Form, filter_loader, gather_producer,
+                                                   nchw32_tma_producer, tensor_shapes)
 from tirbench.workloads.conv2d_int8 import filter_layout_of
 
 
@@ -95,17 +95,25 @@ def require_conv_ws(geom: dict[str, int], *, block_tile: tuple[int, int], stages
     form = FORMS[dtype]
     m = geom["n"] * geom["oh"] * geom["ow"]
     m_padded = -(-m // block_tile[0]) * block_tile[0]  # rows past the last pixel are masked, not required
-    if a_by_tma:  # v9's GEMM of [N*H*W, C] @ [C, K], its edges (C, K past the tiles) zero-filled by the TMA unit
+    if a_by_tma and not form.int8:  # v9's GEMM of [N*H*W, C] @ [C, K], its edges zero-filled by the TMA unit
         require_v9(m_padded, geom["k"], geom["c"], "float16", block_tile=block_tile, stages=stages,
                    consumers=consumers, persistent_ctas=persistent_ctas, n_axis="k (output channels)",
                    tma_store=tma_store, tma_edges=True)
         return
-    require_divides(geom["c"], form.tile_c, param="the k tile (channels)", axis="c (input channels)")
-    if lanes not in (1, 2, 4, 8):
-        raise ValueError(f"lanes={lanes}: the producer threads sharing an im2col row must be 1, 2, 4 or 8")
-    k_halves = geom["r"] * geom["s"] * geom["c"] // form.tile_c * TILE_K  # the GEMM's k in 2-byte units
+    if a_by_tma:  # int8: a tile holds one image's pixels; the k tile's channel groups past C are zero-filled
+        m_padded = geom["n"] * image_rows(geom, block_tile[0])
+    else:
+        require_divides(geom["c"], form.tile_c, param="the k tile (channels)", axis="c (input channels)")
+        if lanes not in (1, 2, 4, 8):
+            raise ValueError(f"lanes={lanes}: the producer threads sharing an im2col row must be 1, 2, 4 or 8")
+    k_halves = geom["r"] * geom["s"] * -(-geom["c"] // form.tile_c) * TILE_K  # the GEMM's k in 2-byte units
     require_v9(m_padded, geom["k"], k_halves, "float16", block_tile=block_tile, stages=stages, consumers=consumers,
                persistent_ctas=persistent_ctas, n_axis="k (output channels)", tma_store=tma_store)
+
+
+def image_rows(geom: dict[str, int], bm: int) -> int:
+    """The rows of the int8 1x1 form's GEMM per image (``a_by_tma``): its pixels in whole tiles of ``bm``."""
+    return -(-geom["oh"] * geom["ow"] // bm) * bm
 
 
 class Outputs(NamedTuple):
@@ -118,11 +126,12 @@ class Outputs(NamedTuple):
     res: Any
 
 
-def output_writer(geom: dict[str, int], form: Form, *, residual: bool, relu: bool):
+def output_writer(geom: dict[str, int], form: Form, *, residual: bool, relu: bool, per_image: int | None = None):
     """The register epilogue's ``put(out, acc, pixel, col, reg)`` (``register_epilogue``; ``out``: ``Outputs``):
     fp16 rounds two fp32 accumulators to half and stores them as one 4-byte store into Y; int8 applies
     ``conv2d_int8``'s epilogue to each (bias, scale, rounding, the residual and ReLU where the module has them,
-    saturation) and stores it at its place in NC/32HW32."""
+    saturation) and stores it at its place in NC/32HW32. ``per_image``: the GEMM's rows are each image's pixels in
+    ``per_image`` rows (``image_rows``), those past its last pixel not stored."""
     k, oh, ow = geom["k"], geom["oh"], geom["ow"]
 
     def requantize(acc_value: tirx.PrimExpr, at: tuple, col: tirx.PrimExpr, Bias, Scale, Res) -> tirx.PrimExpr:
@@ -143,11 +152,19 @@ def output_writer(geom: dict[str, int], form: Form, *, residual: bool, relu: boo
             out.y[at] = requantize(acc[reg + v], at, col + v, out.bias, out.scale, out.res)
 
     @T.inline
+    def put_per_image(out, acc, row, col, reg):
+        p: T.let = row % per_image
+        if p < oh * ow:
+            put_requantized(out, acc, row // per_image * (oh * ow) + p, col, reg)
+
+    @T.inline
     def put_half(out, acc, pixel, col, reg):
         for v in T.vectorized(2):
             out.y_flat[pixel * k + col + v] = T.Cast("float16", acc[reg + v])
 
-    return put_requantized if form.int8 else put_half
+    if not form.int8:
+        return put_half
+    return put_per_image if per_image else put_requantized
 
 
 def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, int], stages: int, consumers: int,
@@ -162,6 +179,10 @@ def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, i
     bm, bn = block_tile
     m = n * oh * ow
     k_tiles, m_tiles = r * s * -(-c // form.tile_c), -(-m // bm)  # a_by_tma: C's last k tile zero-filled past C
+    nchw32_by_tma = a_by_tma and form.int8
+    per_image = image_rows(geom, bm) if nchw32_by_tma else None  # int8 a_by_tma: a tile's pixels in one image
+    if per_image:
+        m_tiles = n * per_image // bm
     tiles = m_tiles * -(-k // bn)  # a_by_tma: the TMA store writes nothing past K
     grid = persistent_ctas or tiles
     rounds = -(-tiles // grid)
@@ -169,13 +190,18 @@ def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, i
     elem = form.elem
     consume = consumer_mainloop(bn=bn, stages=stages, k_tiles=k_tiles, a_bytes=bm * 128, b_bytes=bn * 128,
                                 proxy_fence=not a_by_tma, dtype=dtype)
-    produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
-                           k_tiles=k_tiles, b_panels=k % TILE_K != 0)  # a_by_tma
+    if per_image:
+        produce = nchw32_tma_producer(geom, block_tile=block_tile, stages=stages, tiles=tiles, grid=grid,
+                                      k_tiles=k_tiles, m_tiles=m_tiles)
+    else:  # a_by_tma
+        produce = tma_producer(block_tile=block_tile, m_tiles=m_tiles, tiles=tiles, grid=grid, stages=stages,
+                               k_tiles=k_tiles, b_panels=k % TILE_K != 0)
     load_b, b_by_tma = filter_loader(geom, form, krsc=krsc, bn=bn, lanes=lanes, l1_gather=l1_gather)
     gather = gather_producer(geom, form, tensors, load_b, block_tile=block_tile, stages=stages, tiles=tiles,
                              grid=grid, lanes=lanes, l1_gather=l1_gather)
     store_tma = tma_store_epilogue(bn=bn, out_dtype="float16")  # tma_store (fp16 only)
-    store_registers = register_epilogue(bn=bn, put=output_writer(geom, form, residual=residual, relu=relu), rows=m)
+    put = output_writer(geom, form, residual=residual, relu=relu, per_image=per_image)
+    store_registers = register_epilogue(bn=bn, put=put, rows=None if per_image else m)
     # full-barrier arrivals per stage: one TMA thread (a_by_tma); else 128 gathering threads (+ B's TMA thread)
     arrivals = 1 if a_by_tma else PRODUCERS + (1 if b_by_tma else 0)
     b_shape = (stages, bn, 128) if form.int8 else (stages, form.tile_c, bn)  # int8 B K-major, fp16 N-major
@@ -195,7 +221,10 @@ def conv_ws_kernel(geom: dict[str, int], dtype: str, *, block_tile: tuple[int, i
                                                       staging=elem if tma_store else None))
         if wg == consumers:  # the producer warpgroup
             T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
-            if a_by_tma:  # one thread: v9's loads, from X and W viewed as the [N*H*W, C] and [C, K] matrices
+            if nchw32_by_tma:  # one thread: the int8 1x1 form's loads (``nchw32_tma_producer``)
+                if tid == 0:
+                    produce(A_s, B_s, X, Wt, ring, cta)
+            elif a_by_tma:  # one thread: v9's loads, from X and W viewed as the [N*H*W, C] and [C, K] matrices
                 Xm = T.decl_buffer((n * h * w, c), elem, data=X.data)
                 Wm = T.decl_buffer((c, k), elem, data=Wt.data)
                 if tid == 0:
@@ -269,17 +298,23 @@ def conv2d_nhwc_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (12
 
 def conv2d_int8_tma_ws(sch: s_tir.Schedule, *, block_tile: tuple[int, int] = (128, 256), stages: int = 4,
                        consumers: int = 2, persistent_ctas: int = 0, lanes: int = 4,
-                       l1_gather: bool = True) -> s_tir.Schedule:
+                       l1_gather: bool = True, a_by_tma: bool = False) -> s_tir.Schedule:
     """The kernel of the module docstring for the int8 NC/32HW32 convolution of ``sch``'s module (``conv2d_int8``),
     with its requantizing epilogue (bias, scale, rounding, the residual and ReLU where the module has them,
     saturation) on the int32 accumulators; the parameters of ``conv2d_nhwc_tma_ws``. C must be a multiple of 128
     (a k tile is four channel groups). A filter stored (K, R, S, C) (``filter_layout="KRSC"``) comes by TMA, as
-    fp16's; the (K, C/32, R, S, 32) one, whose k tile has no 128 contiguous bytes, is gathered like the input."""
+    fp16's; the (K, C/32, R, S, 32) one, whose k tile has no 128 contiguous bytes, is gathered like the input.
+    ``a_by_tma``: a 1x1 layer of stride 1 without padding, its filter stored (K, R, S, C), loads the input by TMA
+    too (``nchw32_tma_producer``: any C in 32s, a tile's pixels within one image); not yet verified on a GPU, so
+    no record offers it."""
     geom = conv_geometry(sch, "NCHW32")
     residual, relu = epilogue_ops(sch)
     krsc = filter_layout_of(sch.mod) == "KRSC"
+    if a_by_tma and not krsc:
+        raise ValueError("a_by_tma: the int8 1x1 form loads the filter's k tiles by TMA from a filter stored "
+                         "(K, R, S, C): conv2d_int8(..., filter_layout='KRSC')")
     params = {"block_tile": block_tile, "stages": stages, "consumers": consumers, "persistent_ctas": persistent_ctas,
               "lanes": lanes}
-    require_conv_ws(geom, dtype="int8", **params)
+    require_conv_ws(geom, dtype="int8", a_by_tma=a_by_tma, **params)
     return s_tir.Schedule(IRModule({"main": conv_ws_kernel(geom, "int8", l1_gather=l1_gather, residual=residual,
-                                                           relu=relu, krsc=krsc, **params)}))
+                                                           relu=relu, krsc=krsc, a_by_tma=a_by_tma, **params)}))
