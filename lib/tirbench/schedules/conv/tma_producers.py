@@ -187,7 +187,7 @@ def nchw32_tma_producer(geom: dict[str, int], *, block_tile: tuple[int, int], st
     n, hw, c, k = geom["n"], geom["h"] * geom["w"], geom["c"], geom["k"]
     bm, bn = block_tile
     cg, groups = c // LANES, 128 // LANES  # channel groups: the layer's, a k tile's
-    per_image, rounds = m_tiles // n, -(-tiles // grid)
+    image_tiles, rounds = m_tiles // n, -(-tiles // grid)  # m tiles an image
     view = ((n, hw, cg, LANES), (cg * hw * LANES, LANES, hw * LANES, 1))
 
     @T.inline
@@ -197,8 +197,8 @@ def nchw32_tma_producer(geom: dict[str, int], *, block_tile: tuple[int, int], st
         for rnd in T.serial(rounds):
             tile: T.let = cta + rnd * grid
             if tile < tiles:
-                img: T.let = tile % m_tiles // per_image
-                p0: T.let = tile % m_tiles % per_image * bm
+                img: T.let = tile % m_tiles // image_tiles
+                p0: T.let = tile % m_tiles % image_tiles * bm
                 n0: T.let = tile // m_tiles * bn
                 for kt in T.serial(k_tiles):
                     g: T.let = rnd * k_tiles + kt
