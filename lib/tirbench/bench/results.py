@@ -244,14 +244,19 @@ def latest_run_where(df: pd.DataFrame, rows: pd.Series) -> pd.DataFrame:
     return latest_run(df[df["run_id"].isin(df.loc[rows, "run_id"])]) if len(df) else df
 
 
+def _by_time(df: pd.DataFrame) -> tuple[pd.DataFrame, set[str]]:
+    """``df``'s rows oldest first (by timestamp, stable), and its ``KEEP_RUNS`` most recent runs."""
+    ordered = df.sort_values("timestamp", kind="stable")
+    return ordered, set(ordered.drop_duplicates("run_id", keep="last")["run_id"].iloc[-KEEP_RUNS:])
+
+
 def needed_runs(df: pd.DataFrame) -> set[str]:
     """The runs of ``df`` to keep: each holding the newest row (by timestamp) of some ``ROW_KEY``, and the
     ``KEEP_RUNS`` most recent."""
     if df.empty:
         return set()
-    ordered = df.sort_values("timestamp", kind="stable")
-    recent = ordered.drop_duplicates("run_id", keep="last")["run_id"].iloc[-KEEP_RUNS:]
-    return set(ordered.drop_duplicates(ROW_KEY, keep="last")["run_id"]) | set(recent)
+    ordered, recent = _by_time(df)
+    return set(ordered.drop_duplicates(ROW_KEY, keep="last")["run_id"]) | recent
 
 
 #: What a run measured of one layer or shape (``prune_superseded(..., by_shape=True)``).
@@ -268,8 +273,7 @@ def kept_rows(df: pd.DataFrame, by_shape: bool = False) -> pd.Series:
     keep = df["run_id"].isin(needed_runs(df))
     if not by_shape:
         return keep
-    ordered = df.sort_values("timestamp", kind="stable")
-    recent = ordered.drop_duplicates("run_id", keep="last")["run_id"].iloc[-KEEP_RUNS:]
+    ordered, recent = _by_time(df)
     superseded = ordered.duplicated(ROW_KEY, keep="last").reindex(df.index)
     whole = superseded.groupby([df["run_id"], *(df[c] for c in SHAPE_KEY)], dropna=False).transform("all")
     return keep & (df["run_id"].isin(recent) | ~whole)
